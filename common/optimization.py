@@ -1,0 +1,111 @@
+"""Optimizer, training-step arithmetic and the learning-rate scheduler.
+
+Step counts here are *optimizer* steps per process (`completed_steps` in the scripts), the unit
+in which `--max_train_steps`, `--num_warmup_steps` and `--checkpointing_steps` are given.
+"""
+
+import math
+
+import torch
+from transformers import get_scheduler
+
+
+def build_optimizer(model, learning_rate, weight_decay, fused=None):
+    """`torch.optim.AdamW` with two parameter groups: weight decay on weight matrices, none on
+    biases and normalisation weights (LayerNorm, RMSNorm, BatchNorm, ...), as in BERT's original
+    optimizer and the transformers examples.
+
+    Args:
+        model: the (unprepared) model; only parameters with `requires_grad` are optimised.
+        learning_rate: peak learning rate.
+        weight_decay: decoupled weight decay (Loshchilov & Hutter, 2019) for the first group.
+        fused: passed to AdamW (`True` uses the fused kernel, `None` lets torch choose foreach).
+
+    Returns:
+        `torch.optim.AdamW`.
+    """
+    no_decay = set()
+    for module_name, module in model.named_modules():
+        is_norm = "norm" in type(module).__name__.lower()
+        for param_name, _ in module.named_parameters(recurse=False):
+            full_name = f"{module_name}.{param_name}" if module_name else param_name
+            if is_norm or param_name == "bias":
+                no_decay.add(full_name)
+    decay_params, no_decay_params = [], []
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            (no_decay_params if name in no_decay else decay_params).append(param)
+    groups = [
+        {"params": decay_params, "weight_decay": weight_decay},
+        {"params": no_decay_params, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=learning_rate, fused=fused)
+
+
+def batches_per_process(num_batches, accelerator):
+    """Length that `accelerator.prepare` will give a map-style training DataLoader of
+    `num_batches` batches.
+
+    With accelerate's defaults (`split_batches=False`, `even_batches=True`) every process gets
+    ceil(num_batches / num_processes) batches (the last ones wrap around to the first samples).
+    With `split_batches=True` every process sees all `num_batches` batches, each 1/num_processes
+    as large.
+    """
+    if accelerator.split_batches:
+        return num_batches
+    return math.ceil(num_batches / accelerator.num_processes)
+
+
+def training_steps(num_batches, gradient_accumulation_steps, num_train_epochs, max_train_steps=None):
+    """Optimizer-step arithmetic for one process.
+
+    `accelerator.accumulate` steps the optimizer every `gradient_accumulation_steps` micro-batches
+    and once more on the last, partial window of an epoch, so an epoch of `num_batches` micro-batches
+    holds ceil(num_batches / gradient_accumulation_steps) optimizer steps.
+
+    Args:
+        num_batches: training batches per process per epoch (`len(train_dataloader)` after `prepare`).
+        gradient_accumulation_steps: micro-batches per optimizer step.
+        num_train_epochs: epochs requested (ignored when `max_train_steps` is given).
+        max_train_steps: optional total optimizer steps.
+
+    Returns:
+        (num_update_steps_per_epoch, max_train_steps, num_train_epochs)
+    """
+    num_update_steps_per_epoch = math.ceil(num_batches / gradient_accumulation_steps)
+    if max_train_steps is None:
+        max_train_steps = num_train_epochs * num_update_steps_per_epoch
+    else:
+        num_train_epochs = math.ceil(max_train_steps / num_update_steps_per_epoch)
+    return num_update_steps_per_epoch, max_train_steps, num_train_epochs
+
+
+def build_lr_scheduler(optimizer, scheduler_type, num_warmup_steps, max_train_steps, accelerator):
+    """`transformers.get_scheduler` sized so that, once prepared, it finishes warmup after exactly
+    `num_warmup_steps` optimizer steps and reaches its end after exactly `max_train_steps`, on any
+    number of processes.
+
+    Why the multiplication: a scheduler passed through `accelerator.prepare` becomes an
+    `AcceleratedScheduler`, whose `step()` does nothing on micro-steps where gradients are not
+    synced and otherwise steps the wrapped scheduler `num_processes` times (once with
+    `split_batches=True`). So the wrapped scheduler counts num_processes x optimizer steps. The
+    transformers examples scale only some of the counts, and derive the total from the unsharded
+    DataLoader, so on 2 processes their warmup or decay ends early or late.
+
+    Args:
+        optimizer: the optimizer (before `prepare`).
+        scheduler_type: a `transformers.SchedulerType` or its name.
+        num_warmup_steps: warmup, in optimizer steps.
+        max_train_steps: total optimizer steps per process (see `training_steps`).
+        accelerator: the run's `Accelerator` (for `num_processes` and `split_batches`).
+
+    Returns:
+        a `torch.optim.lr_scheduler.LRScheduler`, to be passed to `accelerator.prepare`.
+    """
+    factor = 1 if accelerator.split_batches else accelerator.num_processes
+    return get_scheduler(
+        name=scheduler_type,
+        optimizer=optimizer,
+        num_warmup_steps=num_warmup_steps * factor,
+        num_training_steps=max_train_steps * factor,
+    )

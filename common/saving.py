@@ -1,0 +1,52 @@
+"""Final model save, `all_results.json`, and the Hub upload."""
+
+import json
+import os
+
+from .tracking import SECRET_ARGS
+
+
+def save_model(accelerator, model, output_dir, tokenizer=None):
+    """Saves the trained model (and tokenizer / processor) with `save_pretrained`, loadable by
+    `from_pretrained(output_dir)`. Call on every process.
+
+    `accelerator.get_state_dict` gathers the full weights under DeepSpeed ZeRO-3 and FSDP; only the
+    main process writes.
+    """
+    accelerator.wait_for_everyone()
+    state_dict = accelerator.get_state_dict(model)
+    unwrapped = accelerator.unwrap_model(model)
+    unwrapped.save_pretrained(output_dir, is_main_process=accelerator.is_main_process, state_dict=state_dict)
+    if accelerator.is_main_process and tokenizer is not None:
+        tokenizer.save_pretrained(output_dir)
+
+
+def write_all_results(accelerator, output_dir, results):
+    """Writes `results` to `output_dir/all_results.json` on the main process.
+
+    Args:
+        results: flat dict, e.g. {"eval_accuracy": 0.8, "train_samples_per_second": 31.2}; keys
+            that name a credential (`SECRET_ARGS`) are dropped.
+    """
+    if accelerator.is_main_process:
+        os.makedirs(output_dir, exist_ok=True)
+        clean = {k: v for k, v in results.items() if k not in SECRET_ARGS}
+        with open(os.path.join(output_dir, "all_results.json"), "w") as f:
+            json.dump(clean, f, indent=2)
+
+
+def push_to_hub(accelerator, args, commit_message="End of training"):
+    """Uploads `args.output_dir` (without checkpoints and tracker logs) to `args.hub_model_id`
+    when `--push_to_hub` is given. Needs Hub access; uses `--hub_token` or the stored login."""
+    if not args.push_to_hub or not accelerator.is_main_process:
+        return
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=args.hub_token)
+    repo_id = api.create_repo(args.hub_model_id, exist_ok=True, private=args.hub_private_repo).repo_id
+    api.upload_folder(
+        repo_id=repo_id,
+        folder_path=args.output_dir,
+        commit_message=commit_message,
+        ignore_patterns=["step_*", "epoch_*", ".tmp-*", "wandb/*", "*/events.out.*"],
+    )

@@ -1,0 +1,155 @@
+"""Shared fixtures: tiny models built from configs, tokenizers trained on the test text, small
+learnable data sets, and a helper that launches a script the way a user does."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+SHARED_DATA = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
+
+# Every test runs offline: nothing may come from the Hugging Face Hub.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+os.environ.update(OFFLINE_ENV)
+
+sys.path.insert(0, str(EXAMPLES))  # unit tests import task helpers from the scripts
+
+POSITIVE = "good great fine lovely superb nice excellent happy bright warm".split()
+NEGATIVE = "bad awful poor terrible grim sad nasty dull cold ugly".split()
+FILLER = "the a movie film story plot actor scene was is very quite this that it and but".split()
+
+
+def launch(script, args, num_processes=1, env=None, timeout=600, check=True):
+    """Runs `accelerate launch [--multi_gpu --num_processes N] examples/<script> <args>` with
+    1 thread per process, offline, and returns the CompletedProcess (stdout+stderr in .stdout).
+
+    Two processes on CPU need ACCELERATE_USE_CPU=1 with --multi_gpu (see README, "Launching").
+    """
+    command = [sys.executable, "-m", "accelerate.commands.launch"]
+    if num_processes > 1:
+        command += ["--multi_gpu", "--num_processes", str(num_processes), "--main_process_port", str(_free_port())]
+    else:
+        command += ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    command += [str(EXAMPLES / script)] + [str(a) for a in args]
+    full_env = {**os.environ, **OFFLINE_ENV, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1",
+                "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", **(env or {})}
+    result = subprocess.run(
+        command, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout[-6000:]}")
+    return result
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_results(output_dir):
+    return json.loads((Path(output_dir) / "all_results.json").read_text())
+
+
+def train_wordpiece_tokenizer(texts, path, vocab_size=200):
+    """A BERT-style (uncased WordPiece) fast tokenizer trained on `texts`, saved to `path`."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertTokenizerFast
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special))
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+    )
+    tokenizer.decoder = decoders.WordPiece()
+    fast = BertTokenizerFast(tokenizer_object=tokenizer, model_max_length=128)
+    fast.save_pretrained(path)
+    return fast
+
+
+def build_tiny_bert(path, texts, **config_overrides):
+    """A 2-layer, 32-wide BERT encoder (random weights) plus a tokenizer trained on `texts`, saved
+    with `save_pretrained` to `path`, loadable through --model_name_or_path."""
+    from transformers import BertConfig, BertModel
+
+    tokenizer = train_wordpiece_tokenizer(texts, path)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        **config_overrides,
+    )
+    BertModel(config).save_pretrained(path)
+    return path
+
+
+def sentiment_sentence(rng, positive):
+    words = [rng.choice(FILLER) for _ in range(rng.randint(3, 8))]
+    words.insert(rng.randint(0, len(words)), rng.choice(POSITIVE if positive else NEGATIVE))
+    return " ".join(words)
+
+
+def write_classification_files(directory, n_train=240, n_eval=50, seed=0, fmt="csv", pair=True, regression=False):
+    """Learnable sentence(-pair) classification data: the label is 1 when sentence1 holds a positive
+    word, 0 when it holds a negative one (regression: 1.0 / 0.0 plus small noise).
+
+    Returns {"train": path, "validation": path}.
+    """
+    import csv
+
+    rng = random.Random(seed)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for split, n in (("train", n_train), ("validation", n_eval)):
+        rows = []
+        for _ in range(n):
+            positive = rng.random() < 0.5
+            row = {"sentence1": sentiment_sentence(rng, positive)}
+            if pair:
+                row["sentence2"] = " ".join(rng.choice(FILLER) for _ in range(5))
+            row["label"] = (float(positive) + rng.uniform(-0.1, 0.1)) if regression else int(positive)
+            rows.append(row)
+        path = directory / f"{split}.{fmt}"
+        if fmt in ("json", "jsonl"):
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        else:
+            with open(path, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t" if fmt == "tsv" else ",")
+                writer.writeheader()
+                writer.writerows(rows)
+        paths[split] = path
+    return paths
+
+
+@pytest.fixture(scope="session")
+def classification_data(tmp_path_factory):
+    return write_classification_files(tmp_path_factory.mktemp("glue_data"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory, classification_data):
+    """Path of a tiny BERT whose tokenizer was trained on the classification data."""
+    import csv
+
+    texts = []
+    for path in classification_data.values():
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                texts += [row["sentence1"], row["sentence2"]]
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), texts)

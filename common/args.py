@@ -128,7 +128,7 @@ def add_data_args(parser, file_extensions):
         "--max_train_samples", type=positive_int, default=None, help="Truncate the training set to this many examples."
     )
     group.add_argument(
-        "--max_eval_samples", type=positive_int, default=None, help="Truncate the validation set to this many examples."
+        "--max_eval_samples", type=positive_int, default=None, help="Truncate the validation set to this many rows."
     )
     group.add_argument(
         "--max_predict_samples", type=positive_int, default=None, help="Truncate the test set to this many examples."
@@ -150,7 +150,7 @@ def add_training_args(parser):
         help="Allow writing into an --output_dir that already holds a model, results or checkpoints.",
     )
     group.add_argument("--per_device_train_batch_size", type=positive_int, default=8, help="Batch size per process.")
-    group.add_argument("--per_device_eval_batch_size", type=positive_int, default=8, help="Eval batch size per process.")
+    group.add_argument("--per_device_eval_batch_size", type=positive_int, default=8, help="Eval batch per process.")
     group.add_argument("--learning_rate", type=float, default=5e-5, help="Peak learning rate (after warmup).")
     group.add_argument("--weight_decay", type=float, default=0.0, help="AdamW weight decay (not on biases/norms).")
     group.add_argument("--num_train_epochs", type=positive_int, default=3, help="Number of training epochs.")

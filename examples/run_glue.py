@@ -284,6 +284,17 @@ def predict(model, dataloader, accelerator, is_regression):
     return np.concatenate(all_predictions), references
 
 
+def evaluate(model, dataloader, accelerator, is_regression, task_name=None):
+    """Scores the model on the validation DataLoader.
+
+    Returns:
+        `compute_metrics(...)` plus "samples": the number of examples scored, which equals the
+        dataset size on any number of processes.
+    """
+    predictions, references = predict(model, dataloader, accelerator, is_regression)
+    return {**compute_metrics(predictions, references, is_regression, task_name), "samples": len(predictions)}
+
+
 def training_function(args):
     accelerator = build_accelerator(args)
     setup_logging(accelerator, logger)
@@ -440,8 +451,7 @@ def training_function(args):
 
         train_loss += epoch_loss.item()
         train_micro_batches += epoch_micro_batches
-        predictions, references = predict(model, eval_dataloader, accelerator, is_regression)
-        eval_metrics = compute_metrics(predictions, references, is_regression, args.task_name)
+        eval_metrics = evaluate(model, eval_dataloader, accelerator, is_regression, args.task_name)
         logger.info(f"epoch {epoch}: {eval_metrics}")
         if args.with_tracking:
             accelerator.log(
@@ -459,12 +469,10 @@ def training_function(args):
     train_seconds = time.perf_counter() - train_start
 
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
-        predictions, references = predict(model, eval_dataloader, accelerator, is_regression)
-        eval_metrics = compute_metrics(predictions, references, is_regression, args.task_name)
+        eval_metrics = evaluate(model, eval_dataloader, accelerator, is_regression, args.task_name)
         logger.info(f"evaluation: {eval_metrics}")
 
     results = {f"eval_{k}": v for k, v in eval_metrics.items()}
-    results["eval_samples"] = len(eval_dataset)
     results["train_steps"] = completed_steps
     results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
     results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))

@@ -1,0 +1,115 @@
+import argparse
+
+import pytest
+
+from common.args import add_common_args, checkpointing_steps_type, validate_common_args
+
+
+def make_parser():
+    parser = argparse.ArgumentParser()
+    add_common_args(parser, file_extensions=("csv", "tsv", "json", "jsonl"))
+    return parser
+
+
+def parse(argv, tmp_path):
+    return make_parser().parse_args(["--output_dir", str(tmp_path / "out"), *argv])
+
+
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        ("--checkpointing_steps", "0"),
+        ("--checkpointing_steps", "-5"),
+        ("--checkpointing_steps", "epochs"),
+        ("--per_device_train_batch_size", "0"),
+        ("--per_device_eval_batch_size", "-1"),
+        ("--max_train_steps", "-1"),
+        ("--gradient_accumulation_steps", "0"),
+        ("--num_train_epochs", "two"),
+        ("--lr_scheduler_type", "exponential"),
+    ],
+)
+def test_bad_flag_values_exit_naming_the_flag(flag, value, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse([flag, value], tmp_path)
+    assert exit_info.value.code == 2
+    assert f"argument {flag}" in capsys.readouterr().err
+
+
+def test_checkpointing_steps_accepts_int_and_epoch():
+    assert checkpointing_steps_type("10") == 10
+    assert checkpointing_steps_type("epoch") == "epoch"
+
+
+def test_max_train_steps_zero_means_evaluation_only(tmp_path):
+    assert parse(["--max_train_steps", "0"], tmp_path).max_train_steps == 0
+
+
+def test_no_flag_uses_type_bool():
+    # argparse's type=bool turns "False" into True; every switch must be store_true or BooleanOptionalAction.
+    for action in make_parser()._actions:
+        assert action.type is not bool, action.option_strings
+
+
+def test_switches_default_off_and_turn_on(tmp_path):
+    args = parse(["--with_tracking", "--trust_remote_code"], tmp_path)
+    assert args.with_tracking is True and args.trust_remote_code is True
+    args = parse([], tmp_path)
+    assert args.with_tracking is False and args.trust_remote_code is False and args.overwrite_output_dir is False
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_validate_requires_a_data_source(tmp_path):
+    with pytest.raises(ValueError, match="--dataset_name or --train_file"):
+        validate_common_args(parse([], tmp_path))
+
+
+def test_validate_rejects_unsupported_extension(tmp_path):
+    bad = write(tmp_path / "train.parquet", "x")
+    with pytest.raises(ValueError, match=r"--train_file .*train\.parquet: unsupported extension '\.parquet'"):
+        validate_common_args(parse(["--train_file", str(bad)], tmp_path))
+
+
+def test_validate_rejects_missing_and_empty_files(tmp_path):
+    with pytest.raises(ValueError, match=r"--validation_file .*nope\.csv: file not found"):
+        validate_common_args(parse(["--validation_file", str(tmp_path / "nope.csv")], tmp_path))
+    empty = write(tmp_path / "empty.csv", "")
+    with pytest.raises(ValueError, match=r"--train_file .*empty\.csv: the file is empty"):
+        validate_common_args(parse(["--train_file", str(empty)], tmp_path))
+
+
+def test_validate_rejects_mixed_formats(tmp_path):
+    train = write(tmp_path / "train.csv", "a,label\nx,1\n")
+    val = write(tmp_path / "val.json", '{"a": "x", "label": 1}\n')
+    with pytest.raises(ValueError, match="same format"):
+        validate_common_args(parse(["--train_file", str(train), "--validation_file", str(val)], tmp_path))
+
+
+def test_validate_reports_uninstalled_tracker(tmp_path):
+    train = write(tmp_path / "train.csv", "a,label\nx,1\n")
+    with pytest.raises(ValueError, match="--report_to nosuchtracker: unknown tracker"):
+        validate_common_args(parse(["--train_file", str(train), "--with_tracking", "--report_to", "nosuchtracker"],
+                                   tmp_path))
+
+
+def test_output_dir_with_results_is_protected(tmp_path):
+    train = write(tmp_path / "train.csv", "a,label\nx,1\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "all_results.json").write_text("{}")
+    (out / "step_10").mkdir()
+    with pytest.raises(ValueError, match=r"already holds results .*all_results\.json, step_10.*--overwrite_output_dir"):
+        validate_common_args(parse(["--train_file", str(train)], tmp_path))
+    validate_common_args(parse(["--train_file", str(train), "--overwrite_output_dir"], tmp_path))
+    validate_common_args(parse(["--train_file", str(train), "--resume_from_checkpoint", "latest"], tmp_path))
+
+
+def test_output_dir_with_only_unrelated_files_is_fine(tmp_path):
+    train = write(tmp_path / "train.csv", "a,label\nx,1\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    validate_common_args(parse(["--train_file", str(train)], tmp_path))

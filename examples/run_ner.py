@@ -1,0 +1,937 @@
+"""Fine-tune a transformers model for token classification (NER, POS tagging, chunking) with 🤗 Accelerate.
+
+Inputs: a Hub dataset (`--dataset_name conll2003`) or local files, `--train_file`, `--validation_file` and
+optionally `--test_file`, either in the CoNLL column format most NER data comes in (one token per line,
+whitespace-separated columns, the tag in the column chosen by `--task_name` or `--label_column_index`, a blank
+line between sentences, `-DOCSTART-` lines skipped; `.txt`/`.conll` files, or any file whose lines are columns)
+or in JSON/JSON Lines (a `tokens` list and a tags list per example; tags as strings or class-label ids).
+IOB1 tags (CoNLL-2003 as released) are converted to IOB2 on load, so IOB1 and IOB2 copies of a data set
+train and score identically. Metrics: seqeval entity-level precision/recall/F1 (conlleval-compatible default
+mode) and word accuracy, on exactly the words of the validation file; test predictions go to
+`predict_results.txt` in the input's word order.
+
+    accelerate launch examples/run_ner.py \\
+        --model_name_or_path google-bert/bert-base-cased \\
+        --train_file conll2003/train.txt --validation_file conll2003/valid.txt --task_name ner \\
+        --per_device_train_batch_size 16 --learning_rate 5e-5 --num_train_epochs 3 \\
+        --seed 42 --output_dir outputs/conll2003
+"""
+
+import argparse
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import datasets
+import torch
+from accelerate.logging import get_logger
+from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+from transformers import (
+    AutoConfig,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    DataCollatorForTokenClassification,
+    default_data_collator,
+)
+
+from common.args import add_common_args, validate_common_args
+from common.checkpointing import (
+    checkpoint_completed_steps,
+    resolve_checkpoint,
+    resume_position,
+    save_checkpoint,
+)
+from common.data import SPLIT_FLAGS, load_data_files, require_columns
+from common.launch import build_accelerator, setup_logging
+from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
+from common.saving import push_to_hub, save_model, write_all_results
+from common.throughput import count_tokens, throughput_metrics
+from common.tracking import init_trackers
+
+logger = get_logger(__name__)
+
+# Tag column of a CoNLL file per --task_name, in CoNLL-2003's layout `token POS chunk NER`
+# (negative: counted from the end, so a 2-column `token tag` file works for NER too).
+TASK_TAG_COLUMN = {"ner": -1, "pos": 1, "chunk": 2}
+JSON_EXTENSIONS = ("json", "jsonl")
+CONLL_EXTENSIONS = ("txt", "conll")
+# BPE tokenizers that need a space before each pre-split word to tokenise it as in running text.
+ADD_PREFIX_SPACE_MODELS = {"bloom", "gpt2", "roberta", "deberta", "longformer", "bart"}
+IOB_TAG = re.compile(r"^(O|[BI]-.+)$")
+IOBES_TAG = re.compile(r"^(O|[BIES]-.+)$")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser, file_extensions=JSON_EXTENSIONS + CONLL_EXTENSIONS)
+    # CoNLL files come with any name (eng.train, train.iob); `detect_format` checks the format by content,
+    # so the extension check of `validate_common_args` is switched off.
+    parser.set_defaults(file_extensions=())
+    task = parser.add_argument_group("token classification")
+    task.add_argument(
+        "--task_name",
+        type=str,
+        default="ner",
+        choices=sorted(TASK_TAG_COLUMN),
+        help="Which tags to learn: picks the CoNLL tag column (ner: last, pos: 2nd, chunk: 3rd) and the default "
+        "label column `{task_name}_tags` of JSON and Hub data.",
+    )
+    task.add_argument(
+        "--text_column_name", type=str, default=None, help="Column holding the list of words (default: tokens)."
+    )
+    task.add_argument(
+        "--label_column_name",
+        type=str,
+        default=None,
+        help="Column holding the list of tags (default: {task_name}_tags, else tags, else labels).",
+    )
+    task.add_argument(
+        "--label_column_index",
+        type=int,
+        default=None,
+        help="CoNLL files: 0-based column holding the tags (negative counts from the end). Overrides the column "
+        "chosen by --task_name.",
+    )
+    task.add_argument(
+        "--data_format",
+        type=str,
+        default="auto",
+        choices=["auto", "conll", "json"],
+        help="Format of the data files. auto: .json/.jsonl are JSON, anything else must be CoNLL columns.",
+    )
+    task.add_argument(
+        "--label_names",
+        type=str,
+        default=None,
+        help="Comma-separated tag names for data whose tags are integer ids without names (id i is the i-th "
+        "name), e.g. JSON exported from the Hub conll2003 data set.",
+    )
+    task.add_argument(
+        "--max_length",
+        type=int,
+        default=128,
+        help="Maximum sub-word tokens per sentence; words past it are not seen by the model and count as "
+        "predicted 'O' (a warning gives their number).",
+    )
+    task.add_argument(
+        "--pad_to_max_length",
+        action="store_true",
+        help="Pad every example to --max_length (default: pad each batch to its longest example).",
+    )
+    task.add_argument(
+        "--label_all_tokens",
+        action="store_true",
+        help="Train on every sub-word of a word, not only the first; continuation sub-words of a B-X word get I-X. "
+        "Scoring is always on words (first sub-word).",
+    )
+    task.add_argument(
+        "--return_entity_level_metrics",
+        action="store_true",
+        help="Also report precision/recall/F1/number per entity type.",
+    )
+    task.add_argument(
+        "--ignore_mismatched_sizes",
+        action="store_true",
+        help="Replace a checkpoint's classification head whose labels differ from the data's.",
+    )
+    args = parser.parse_args(argv)
+    if args.model_name_or_path is None:
+        parser.error("--model_name_or_path is required (a local folder or a Hub model id).")
+    return args
+
+
+def detect_format(path, flag, data_format="auto"):
+    """Decides whether a data file is JSON or CoNLL columns.
+
+    `.json`/`.jsonl` files are JSON; any other file must be CoNLL columns: its first line that is not
+    blank or `-DOCSTART-` must not start with `{` or `[`.
+
+    Returns:
+        "json" or "conll".
+
+    Raises:
+        ValueError: naming the flag and file when a non-JSON file starts like JSON, or when
+            `--data_format conll` is given for a .json/.jsonl file.
+    """
+    extension = Path(path).suffix.lstrip(".").lower()
+    if data_format == "json":
+        return "json"
+    if extension in JSON_EXTENSIONS:
+        if data_format == "conll":
+            raise ValueError(f"{flag} {path}: --data_format conll given for a .{extension} file.")
+        return "json"
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip() and not line.startswith("-DOCSTART-"):
+                if line.lstrip().startswith(("{", "[")):
+                    raise ValueError(
+                        f"{flag} {path}: looks like JSON but has extension '.{extension}'; rename it to .json/.jsonl "
+                        "or pass --data_format json. CoNLL files hold one token per line in whitespace-separated "
+                        "columns."
+                    )
+                break
+    return "conll"
+
+
+def read_conll(path, tag_column, text_column="tokens", label_column="ner_tags", flag="--train_file",
+               require_tags=True):
+    """Reads a CoNLL column file: one token per line, whitespace-separated columns (token first), a blank line
+    between sentences; `-DOCSTART-` lines (document boundaries) are skipped.
+
+    Args:
+        path: the file (UTF-8).
+        tag_column: index of the tag column (negative counts from the end).
+        text_column, label_column: names of the columns of the returned dataset.
+        flag: the command-line flag that named the file, for error messages.
+        require_tags: when False, a file with only the token column is accepted (test data) and the dataset
+            has no label column.
+
+    Returns:
+        `datasets.Dataset` with columns `id` (0-based sentence number, as a string), `line` (1-based line of the
+        sentence's first token), `text_column` (list of str) and, when tags are present, `label_column`
+        (list of str, as in the file).
+
+    Raises:
+        ValueError: naming flag, file and line when a line has a different number of columns than the file's
+            first token line, the tag column does not exist, or the file holds no sentence.
+    """
+    sentences, lines, tokens, tags = [], [], [], []
+    num_columns, start_line = None, None
+    with open(path, encoding="utf-8") as f:
+        for line_number, line in enumerate(f, start=1):
+            columns = line.split()
+            if not columns or columns[0] == "-DOCSTART-":
+                if tokens:
+                    sentences.append((tokens, tags))
+                    lines.append(start_line)
+                tokens, tags = [], []
+                continue
+            if num_columns is None:
+                num_columns = len(columns)
+                if num_columns < 2 and require_tags:
+                    raise ValueError(
+                        f"{flag} {path}: line {line_number} has one column ({line.strip()!r}); expected the token "
+                        "and its tag(s) separated by whitespace."
+                    )
+                in_range = -num_columns <= tag_column < num_columns
+                if num_columns >= 2 and (not in_range or tag_column % num_columns == 0):
+                    raise ValueError(
+                        f"{flag} {path}: tag column {tag_column} does not exist or is the token column; lines have "
+                        f"{num_columns} columns (line {line_number}: {line.strip()!r}). Choose it with "
+                        "--label_column_index or --task_name."
+                    )
+            elif len(columns) != num_columns:
+                raise ValueError(
+                    f"{flag} {path}: line {line_number} has {len(columns)} columns, expected {num_columns} like the "
+                    f"file's first token line ({line.strip()!r})."
+                )
+            if not tokens:
+                start_line = line_number
+            tokens.append(columns[0])
+            if num_columns >= 2:
+                tags.append(columns[tag_column])
+    if tokens:
+        sentences.append((tokens, tags))
+        lines.append(start_line)
+    if not sentences:
+        raise ValueError(f"{flag} {path}: the file holds no sentences.")
+    data = {
+        "id": [str(i) for i in range(len(sentences))],
+        "line": lines,
+        text_column: [s[0] for s in sentences],
+    }
+    if num_columns >= 2:
+        data[label_column] = [s[1] for s in sentences]
+    return datasets.Dataset.from_dict(data)
+
+
+def load_raw_datasets(args):
+    """The Hub dataset for --dataset_name, otherwise the local files (CoNLL or JSON, see `detect_format`).
+
+    Returns:
+        (raw_datasets, text_column, label_column): a DatasetDict and the names of its word and tag columns.
+        Local CoNLL files load into columns `tokens` and `{task_name}_tags` (or the names given by
+        --text_column_name / --label_column_name).
+
+    Raises:
+        ValueError: naming flag and file for unreadable files or missing columns (see `read_conll`,
+            `common.data.load_data_files`, `common.data.require_columns`).
+    """
+    if args.dataset_name is not None:
+        raw_datasets = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
+    else:
+        files = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
+        text_column = args.text_column_name or "tokens"
+        label_column = args.label_column_name or f"{args.task_name}_tags"
+        tag_column = TASK_TAG_COLUMN[args.task_name] if args.label_column_index is None else args.label_column_index
+        splits = {}
+        for split, path in files.items():
+            if path is None:
+                continue
+            flag = SPLIT_FLAGS[split]
+            if detect_format(path, flag, args.data_format) == "conll":
+                splits[split] = read_conll(
+                    path, tag_column, text_column, label_column, flag, require_tags=split != "test"
+                )
+            else:
+                splits[split] = load_data_files({split: path})[split]
+        raw_datasets = datasets.DatasetDict(splits)
+
+    split = "train" if "train" in raw_datasets else "validation"
+    columns = raw_datasets[split].column_names
+    text_column = args.text_column_name or ("tokens" if "tokens" in columns else None)
+    candidates = [f"{args.task_name}_tags", "tags", "labels", "label"]
+    label_column = args.label_column_name or next((c for c in candidates if c in columns), None)
+    where = SPLIT_FLAGS[split] + f" {getattr(args, split + '_file', None)}" if args.dataset_name is None else split
+    if text_column is None or label_column is None:
+        raise ValueError(
+            f"{where}: no {'word' if text_column is None else 'tag'} column found (tried "
+            f"{'tokens' if text_column is None else candidates}); pass --text_column_name / --label_column_name. "
+            f"Columns present: {columns}."
+        )
+    for name, dataset in raw_datasets.items():
+        needed = [text_column] + ([label_column] if name != "test" else [])
+        path = None if args.dataset_name else getattr(args, f"{name}_file", None)
+        require_columns(dataset, needed, name, path)
+    return raw_datasets, text_column, label_column
+
+
+def tag_scheme(labels):
+    """Classifies a tag set.
+
+    Returns:
+        "IOB" when every tag is `O`, `B-X` or `I-X` (IOB1 or IOB2), "IOBES" when `E-X`/`S-X` occur too, and
+        "none" otherwise (e.g. POS tags), for which only word accuracy is reported.
+    """
+    labels = list(labels)
+    if labels and all(IOB_TAG.match(label) for label in labels):
+        return "IOB"
+    if labels and all(IOBES_TAG.match(label) for label in labels):
+        return "IOBES"
+    return "none"
+
+
+def iob1_to_iob2(tags):
+    """Converts one sentence's tags from IOB1 to IOB2; IOB2 input comes back unchanged.
+
+    IOB1 (Ramshaw & Marcus, 1995; CoNLL-2003 as released) starts an entity with `I-X` and uses `B-X` only for
+    an entity that directly follows another of the same type X; IOB2 (Tjong Kim Sang & Veenstra, 1999) starts
+    every entity with `B-X`. So an `I-X` becomes `B-X` when the previous tag is neither `B-X` nor `I-X`.
+
+    Args:
+        tags: list of str (`O`, `B-X`, `I-X`).
+
+    Returns:
+        a new list of str, the same length.
+    """
+    converted = []
+    for i, tag in enumerate(tags):
+        if tag.startswith("I-"):
+            previous = tags[i - 1] if i > 0 else "O"
+            if previous == "O" or previous[2:] != tag[2:]:
+                tag = "B-" + tag[2:]
+        converted.append(tag)
+    return converted
+
+
+def normalize_tags(args, raw_datasets, text_column, label_column, config=None):
+    """Checks every labelled example and turns its tags into strings, converting IOB1 to IOB2.
+
+    Integer tags are named by the data set's ClassLabel names, else by --label_names, else by a checkpoint's
+    own `id2label` (when `config` has non-default labels), else by `str(id)`.
+
+    Returns:
+        (raw_datasets, scheme): the DatasetDict with `label_column` holding lists of str (IOB2 when the scheme
+        is IOB), and the scheme of the training tags (see `tag_scheme`).
+
+    Raises:
+        ValueError: naming flag/file, example number (and its `id` and first line for CoNLL files) when an
+            example's tags are not as many as its words, an integer tag has no name, or --label_names is empty.
+    """
+    split = "train" if "train" in raw_datasets else "validation"
+    feature = raw_datasets[split].features[label_column]
+    inner = getattr(feature, "feature", None)
+    if inner is None and isinstance(feature, list) and feature:  # datasets' list feature [Value]
+        inner = feature[0]
+    names = getattr(inner, "names", None)
+    if names is None and args.label_names is not None:
+        names = [name.strip() for name in args.label_names.split(",") if name.strip()]
+        if not names:
+            raise ValueError("--label_names is empty; expected comma-separated tag names (id i = i-th name).")
+    if names is None and config is not None:
+        default = {i: f"LABEL_{i}" for i in range(config.num_labels)}
+        id2label = {int(k): v for k, v in config.id2label.items()}
+        if id2label != default:
+            names = [id2label.get(i, str(i)) for i in range(max(id2label) + 1)]
+
+    normalized = {}
+    for name, dataset in raw_datasets.items():
+        if label_column not in dataset.column_names:
+            normalized[name] = dataset
+            continue
+        where = f"{SPLIT_FLAGS.get(name, name)} {getattr(args, f'{name}_file', None)}" if args.dataset_name is None \
+            else f"{args.dataset_name} split {name}"
+        all_tokens, all_tags = dataset[text_column], dataset[label_column]
+        ids = dataset["id"] if "id" in dataset.column_names else None
+        first_lines = dataset["line"] if "line" in dataset.column_names else None
+        converted = []
+        for index, (tokens, tags) in enumerate(zip(all_tokens, all_tags)):
+            if tokens is None or tags is None or len(tokens) != len(tags):
+                ident = f"example {index}" + (f" (id {ids[index]!r})" if ids is not None else "")
+                ident += f", starting at line {first_lines[index]}" if first_lines is not None else ""
+                raise ValueError(
+                    f"{where}: {ident} has {len(tokens or [])} words in column '{text_column}' but "
+                    f"{len(tags or [])} tags in column '{label_column}'; expected one tag per word."
+                )
+            strings = []
+            for tag in tags:
+                if isinstance(tag, str):
+                    strings.append(tag)
+                elif names is None:
+                    strings.append(str(tag))
+                elif 0 <= int(tag) < len(names):
+                    strings.append(names[int(tag)])
+                else:
+                    raise ValueError(
+                        f"{where}: example {index} has tag id {tag}, but only {len(names)} tag names are known "
+                        f"({names}); check --label_names."
+                    )
+            converted.append(strings)
+        normalized[name] = (dataset, converted)
+
+    train_labels = {tag for tags in normalized[split][1] for tag in tags}
+    scheme = tag_scheme(train_labels)
+    result = {}
+    for name, item in normalized.items():
+        if not isinstance(item, tuple):
+            result[name] = item
+            continue
+        dataset, converted = item
+        if scheme == "IOB":
+            converted = [iob1_to_iob2(tags) for tags in converted]
+        result[name] = dataset.remove_columns(label_column).add_column(label_column, converted)
+    return datasets.DatasetDict(result), scheme
+
+
+def build_label_list(args, raw_datasets, label_column, scheme):
+    """The sorted tag list of the training split. For IOB data it holds `O`, and `B-X` and `I-X` for every type X
+    seen, so that --label_all_tokens continuations and any IOB2 entity of a seen type have a class.
+
+    Returns:
+        list of str.
+
+    Raises:
+        ValueError: naming the validation file (or split) and the tag(s) that the training data never has.
+    """
+    split = "train" if "train" in raw_datasets else "validation"
+    labels = {tag for tags in raw_datasets[split][label_column] for tag in tags}
+    if scheme == "IOB":
+        labels |= {f"{prefix}-{label[2:]}" for label in labels if label != "O" for prefix in "BI"} | {"O"}
+    label_list = sorted(labels)
+    if split == "train" and "validation" in raw_datasets:
+        seen = {tag for tags in raw_datasets["validation"][label_column] for tag in tags}
+        unseen = sorted(seen - labels)
+        if unseen:
+            where = "the validation split" if args.dataset_name else f"--validation_file {args.validation_file}"
+            raise ValueError(
+                f"{where}: tag(s) {unseen} in column '{label_column}' never occur in the training data (tags "
+                f"there: {label_list}). The model cannot learn them; fix the files or add examples to training."
+            )
+    return label_list
+
+
+def align_labels(args, config, label_list):
+    """Maps each tag to a class id, reusing the checkpoint's `label2id` when it has one that covers the data's tags.
+
+    Returns:
+        label_to_id: {tag: id}; `config` is updated with num_labels/label2id/id2label.
+
+    Raises:
+        ValueError: when the checkpoint has its own labels that do not cover the data's, unless
+            --ignore_mismatched_sizes (then the data's labels win and the head is re-initialised).
+    """
+    default = {f"LABEL_{i}": i for i in range(config.num_labels)}
+    checkpoint_labels = {str(k): int(v) for k, v in config.label2id.items()}
+    if checkpoint_labels != default and not args.ignore_mismatched_sizes:
+        missing = sorted(set(label_list) - set(checkpoint_labels))
+        if missing:
+            raise ValueError(
+                f"--model_name_or_path {args.model_name_or_path} was trained with labels {sorted(checkpoint_labels)} "
+                f"which lack the data's {missing}. Pass --ignore_mismatched_sizes to train a new classification head."
+            )
+        label2id = checkpoint_labels
+    else:
+        label2id = {name: i for i, name in enumerate(label_list)}
+    config.num_labels = len(label2id)
+    config.label2id = label2id
+    config.id2label = {i: name for name, i in label2id.items()}
+    return label2id
+
+
+def continuation_ids(label_to_id):
+    """{tag id: id of the tag a continuation sub-word gets}: `B-X` -> `I-X`, every other tag -> itself.
+
+    Raises:
+        ValueError: for IOBES tags (`E-X`, `S-X`), whose sub-word continuation is not a single tag.
+    """
+    result = {}
+    for label, index in label_to_id.items():
+        if label.startswith(("E-", "S-")):
+            raise ValueError(
+                f"--label_all_tokens supports IOB1/IOB2 and non-entity tags (POS), not IOBES tags such as {label!r}."
+            )
+        result[index] = label_to_id.get("I-" + label[2:], index) if label.startswith("B-") else index
+    return result
+
+
+def align_labels_with_tokens(word_ids, word_label_ids, continuation=None):
+    """Sub-word labels for one sentence from its word labels.
+
+    Args:
+        word_ids: the fast tokenizer's `word_ids()` for the sentence: per sub-word token the index of its word,
+            None for special tokens and padding.
+        word_label_ids: one class id per word.
+        continuation: None to label only the first sub-word of each word (the others get -100, ignored by the
+            loss); or the `continuation_ids` map, with which the later sub-words of a word get the `I-` form of
+            its label (never a second `B-`, which would split one entity into several).
+
+    Returns:
+        list of int, len(word_ids): class ids, -100 where the loss ignores the token.
+    """
+    labels, previous = [], None
+    for word in word_ids:
+        if word is None:
+            labels.append(-100)
+        elif word != previous:
+            labels.append(word_label_ids[word])
+        else:
+            labels.append(-100 if continuation is None else continuation[word_label_ids[word]])
+        previous = word
+    return labels
+
+
+def word_level_predictions(token_predictions, word_ids, num_words, id2label, fill="O"):
+    """One predicted tag per word: the prediction at the word's first sub-word.
+
+    Args:
+        token_predictions: class ids per token position (a padded row; positions past len(word_ids) ignored).
+        word_ids: the sentence's `word_ids()` (-1 or None for special tokens and padding).
+        num_words: words in the sentence.
+        id2label: {class id: tag}.
+        fill: tag for words the model never saw (cut by --max_length, or tokenised to nothing).
+
+    Returns:
+        list of str, length num_words, in word order.
+    """
+    predictions = [None] * num_words
+    for position, word in enumerate(word_ids):
+        if word is not None and word >= 0 and predictions[word] is None:
+            predictions[word] = id2label[int(token_predictions[position])]
+    return [fill if p is None else p for p in predictions]
+
+
+def select_samples(args, raw_datasets):
+    """Truncates each split to --max_train_samples / --max_eval_samples / --max_predict_samples."""
+    limits = {"train": args.max_train_samples, "validation": args.max_eval_samples, "test": args.max_predict_samples}
+    return datasets.DatasetDict(
+        {
+            split: dataset.select(range(min(limits[split], len(dataset)))) if limits.get(split) else dataset
+            for split, dataset in raw_datasets.items()
+        }
+    )
+
+
+def preprocess(args, raw_datasets, tokenizer, text_column, label_column, label_to_id, accelerator):
+    """Tokenises pre-split words and aligns the tags with the sub-words.
+
+    Training rows are labelled on the first sub-word of each word (all sub-words with --label_all_tokens,
+    see `align_labels_with_tokens`). Validation and test rows carry no labels: they are scored on words, with
+    `example_index` (row number) and `word_ids` (-1 for special tokens) to map predictions back.
+
+    Returns:
+        {split: Dataset}. Train rows: input_ids, attention_mask (token_type_ids), labels. Validation/test rows:
+        input_ids, attention_mask (token_type_ids), example_index, word_ids.
+    """
+    padding = "max_length" if args.pad_to_max_length else False
+    continuation = continuation_ids(label_to_id) if args.label_all_tokens else None
+
+    def tokenize(examples, indices, labelled):
+        result = tokenizer(
+            examples[text_column], is_split_into_words=True, truncation=True, max_length=args.max_length,
+            padding=padding,
+        )
+        if labelled:
+            result["labels"] = [
+                align_labels_with_tokens(result.word_ids(i), [label_to_id[t] for t in tags], continuation)
+                for i, tags in enumerate(examples[label_column])
+            ]
+        else:
+            result["example_index"] = list(indices)
+            result["word_ids"] = [
+                [-1 if w is None else w for w in result.word_ids(i)] for i in range(len(indices))
+            ]
+        return result
+
+    processed = {}
+    # The main process tokenises first and writes the datasets cache; the others then read it.
+    with accelerator.main_process_first():
+        for split, dataset in raw_datasets.items():
+            processed[split] = dataset.map(
+                tokenize,
+                batched=True,
+                with_indices=True,
+                fn_kwargs={"labelled": split == "train"},
+                num_proc=args.preprocessing_num_workers,
+                remove_columns=dataset.column_names,
+                load_from_cache_file=not args.overwrite_cache,
+                desc=f"Tokenizing {split}",
+            )
+    for split in ("validation", "test"):
+        if split in processed:
+            word_ids = processed[split]["word_ids"]
+            seen = sum(len({w for w in ids if w >= 0}) for ids in word_ids)
+            total = sum(len(tokens) for tokens in raw_datasets[split][text_column])
+            if seen < total:
+                logger.warning(
+                    f"{split}: {total - seen} of {total} words lie past --max_length {args.max_length} (or tokenise "
+                    "to nothing); they count as predicted 'O'. Raise --max_length to score them."
+                )
+    return processed
+
+
+def compute_metrics(references, predictions, scheme="IOB", return_entity_level_metrics=False):
+    """Entity-level precision/recall/F1 and word accuracy with seqeval (Nakayama, 2018).
+
+    seqeval runs in its default mode, which reproduces the CoNLL shared tasks' `conlleval` script: an entity is a
+    maximal run of words of one type started by `B-X`, or by an `I-X` that follows `O` or another type. It
+    therefore scores IOB1 and IOB2 alike, and counts predicted entities that start with `I-X` as conlleval does.
+    Micro averages over entity types (precision = correct entities / predicted, recall = correct / gold,
+    F1 = their harmonic mean; 0 when undefined). Accuracy = correct words / words.
+
+    Args:
+        references, predictions: lists of sentences, each a list of str tags, sentence and word counts equal.
+        scheme: `tag_scheme` of the data; for "none" (POS tags) only accuracy is returned.
+        return_entity_level_metrics: add `{TYPE}_precision`, `{TYPE}_recall`, `{TYPE}_f1`, `{TYPE}_number`.
+
+    Returns:
+        dict of floats (and int `{TYPE}_number`): precision, recall, f1, accuracy.
+
+    Raises:
+        ValueError: when a sentence's predictions are not as many as its references.
+    """
+    if len(references) != len(predictions) or any(len(r) != len(p) for r, p in zip(references, predictions)):
+        raise ValueError("references and predictions must have the same sentences and words.")
+    metrics = {"accuracy": float(accuracy_score(references, predictions))}
+    if scheme == "none":
+        return metrics
+    metrics["precision"] = float(precision_score(references, predictions, zero_division=0))
+    metrics["recall"] = float(recall_score(references, predictions, zero_division=0))
+    metrics["f1"] = float(f1_score(references, predictions, zero_division=0))
+    if return_entity_level_metrics:
+        report = classification_report(references, predictions, output_dict=True, zero_division=0)
+        for entity_type, values in report.items():
+            if entity_type.endswith(" avg"):
+                continue
+            metrics[f"{entity_type}_precision"] = float(values["precision"])
+            metrics[f"{entity_type}_recall"] = float(values["recall"])
+            metrics[f"{entity_type}_f1"] = float(values["f1-score"])
+            metrics[f"{entity_type}_number"] = int(values["support"])
+    return metrics
+
+
+def predict(model, dataloader, accelerator, word_ids, num_words, id2label):
+    """Runs the model over `dataloader` on every process and returns word-level tags.
+
+    Each process pads its per-batch predictions to a common length (`pad_across_processes`), then
+    `gather_for_metrics` collects them with their `example_index` and drops the samples that the distributed
+    sampler repeated to give every process equal batches.
+
+    Args:
+        word_ids: per dataset row, its `word_ids` column; num_words: per row, its number of words.
+
+    Returns:
+        list (one entry per dataset row, in dataset order) of lists of str (one tag per word, see
+        `word_level_predictions`).
+
+    Raises:
+        RuntimeError: when a row is predicted twice or never (which would mean duplicated or lost samples).
+    """
+    model.eval()
+    predictions = [None] * len(word_ids)
+    for batch in dataloader:
+        example_index = batch.pop("example_index")
+        with torch.no_grad():
+            logits = model(**batch).logits
+        token_predictions = accelerator.pad_across_processes(logits.argmax(dim=-1), dim=1, pad_index=-100)
+        example_index, token_predictions = accelerator.gather_for_metrics((example_index, token_predictions))
+        for index, row in zip(example_index.tolist(), token_predictions.cpu().tolist()):
+            if predictions[index] is not None:
+                raise RuntimeError(f"Example {index} was predicted twice.")
+            predictions[index] = word_level_predictions(row, word_ids[index], num_words[index], id2label)
+    missing = [i for i, p in enumerate(predictions) if p is None]
+    if missing:
+        raise RuntimeError(f"{len(missing)} examples were never predicted (first: {missing[:5]}).")
+    return predictions
+
+
+def write_predictions(path, tokens, predictions, references=None):
+    """Writes predictions in CoNLL format, in input order: `token prediction` (or `token gold prediction`, the
+    layout `conlleval` reads) per line, a blank line after each sentence."""
+    with open(path, "w", encoding="utf-8") as f:
+        for i, (words, tags) in enumerate(zip(tokens, predictions)):
+            for j, (word, tag) in enumerate(zip(words, tags)):
+                f.write(f"{word} {references[i][j]} {tag}\n" if references is not None else f"{word} {tag}\n")
+            f.write("\n")
+
+
+def training_function(args):
+    accelerator = build_accelerator(args)
+    setup_logging(accelerator, logger)
+
+    raw_datasets, text_column, label_column = load_raw_datasets(args)
+    config = AutoConfig.from_pretrained(
+        args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
+    )
+    raw_datasets, scheme = normalize_tags(args, raw_datasets, text_column, label_column, config)
+    label_list = build_label_list(args, raw_datasets, label_column, scheme)
+    label_to_id = align_labels(args, config, label_list)
+    logger.info(f"Tag scheme {scheme}{' (converted to IOB2)' if scheme == 'IOB' else ''}; labels: {label_list}")
+    raw_datasets = select_samples(args, raw_datasets)
+
+    tokenizer_kwargs = {"add_prefix_space": True} if config.model_type in ADD_PREFIX_SPACE_MODELS else {}
+    tokenizer = AutoTokenizer.from_pretrained(
+        args.tokenizer_name or args.model_name_or_path,
+        use_fast=not args.use_slow_tokenizer,
+        trust_remote_code=args.trust_remote_code,
+        **tokenizer_kwargs,
+    )
+    if not tokenizer.is_fast:
+        raise ValueError(
+            f"--tokenizer_name/--model_name_or_path: {type(tokenizer).__name__} is not a fast tokenizer; word "
+            "alignment needs `word_ids()`. Drop --use_slow_tokenizer or use a model with a tokenizer.json."
+        )
+    if tokenizer.pad_token is None:  # GPT-2 style tokenizers have no pad token
+        tokenizer.pad_token = tokenizer.eos_token
+        config.pad_token_id = tokenizer.pad_token_id
+    model = AutoModelForTokenClassification.from_pretrained(
+        args.model_name_or_path,
+        config=config,
+        ignore_mismatched_sizes=args.ignore_mismatched_sizes,
+        trust_remote_code=args.trust_remote_code,
+    )
+
+    processed = preprocess(args, raw_datasets, tokenizer, text_column, label_column, label_to_id, accelerator)
+    train_dataset = processed.get("train")
+    eval_dataset, predict_dataset = processed.get("validation"), processed.get("test")
+    if eval_dataset is None:
+        raise ValueError("Need validation data: --validation_file, or a --dataset_name with a validation split.")
+    if train_dataset is None and args.max_train_steps != 0:
+        raise ValueError("Need training data (--train_file), or --max_train_steps 0 to evaluate the model only.")
+    eval_word_ids = eval_dataset["word_ids"]
+    eval_references = raw_datasets["validation"][label_column]
+    eval_num_words = [len(tags) for tags in eval_references]
+
+    if args.pad_to_max_length:
+        data_collator = default_data_collator
+    else:
+        # Dynamic padding (labels with -100); multiples of 8 let fp16/bf16 matmuls use tensor cores.
+        data_collator = DataCollatorForTokenClassification(
+            tokenizer, pad_to_multiple_of=8 if accelerator.mixed_precision != "no" else None
+        )
+    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
+    # so the dropout masks after a resume are those of the uninterrupted run.
+    train_dataloader = DataLoader(
+        train_dataset,
+        shuffle=True,
+        collate_fn=data_collator,
+        batch_size=args.per_device_train_batch_size,
+        num_workers=args.dataloader_num_workers,
+        generator=torch.Generator(),
+    ) if train_dataset is not None else None
+    eval_dataloader = DataLoader(
+        eval_dataset.remove_columns("word_ids"),
+        collate_fn=data_collator,
+        batch_size=args.per_device_eval_batch_size,
+        num_workers=args.dataloader_num_workers,
+        generator=torch.Generator(),
+    )
+
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
+    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
+    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
+        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
+    )
+    lr_scheduler = build_lr_scheduler(
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+    )
+
+    model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
+        model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
+    )
+    if train_dataloader is not None and len(train_dataloader) != num_batches:
+        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
+    id2label = accelerator.unwrap_model(model).config.id2label
+
+    # Trackers store the run's flags; the step unit of every logged value is `completed_steps`.
+    init_trackers(accelerator, "ner_no_trainer", args)
+
+    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
+    logger.info("***** Running training *****")
+    logger.info(f"  Num examples = {len(train_dataset) if train_dataset is not None else 0}")
+    logger.info(f"  Num epochs = {num_train_epochs}")
+    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
+    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
+    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
+    logger.info(f"  Total optimization steps = {max_train_steps}")
+
+    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
+    if args.resume_from_checkpoint:
+        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
+        if checkpoint is None:
+            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
+        else:
+            logger.info(f"Resuming from {checkpoint}")
+            accelerator.load_state(str(checkpoint))
+            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
+            starting_epoch, batches_to_skip = resume_position(
+                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
+            )
+
+    def evaluate():
+        predictions = predict(model, eval_dataloader, accelerator, eval_word_ids, eval_num_words, id2label)
+        return compute_metrics(eval_references, predictions, scheme, args.return_entity_level_metrics)
+
+    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
+    progress_bar.update(completed_steps)
+    num_samples = num_tokens = num_padding = 0
+    train_loss, train_micro_batches = 0.0, 0
+    eval_metrics = None
+    train_start = time.perf_counter()
+
+    for epoch in range(starting_epoch, num_train_epochs):
+        if completed_steps >= max_train_steps:
+            break
+        model.train()
+        # The shuffling order of an epoch depends on (seed, epoch) only; set it explicitly so that a
+        # resumed run (whose skipping DataLoader is a new object) replays the same order.
+        train_dataloader.set_epoch(epoch)
+        if epoch == starting_epoch and batches_to_skip > 0:
+            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
+            active_dataloader.set_epoch(epoch)
+        else:
+            active_dataloader = train_dataloader
+        epoch_loss = torch.zeros((), device=accelerator.device)
+        epoch_micro_batches = 0
+        for batch in active_dataloader:
+            tokens, padding = count_tokens(batch)
+            num_samples += batch["input_ids"].shape[0]
+            num_tokens += tokens
+            num_padding += padding
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step
+            # only every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
+            with accelerator.accumulate(model):
+                outputs = model(**batch)
+                loss = outputs.loss
+                accelerator.backward(loss)
+                optimizer.step()
+                lr_scheduler.step()
+                optimizer.zero_grad()
+            epoch_loss += loss.detach()
+            epoch_micro_batches += 1
+
+            if accelerator.sync_gradients:  # an optimizer step happened
+                completed_steps += 1
+                progress_bar.update(1)
+                if args.with_tracking:
+                    accelerator.log(
+                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": loss.item()}, step=completed_steps
+                    )
+                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
+                    save_checkpoint(
+                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
+                        args.checkpoints_total_limit,
+                    )
+                if completed_steps >= max_train_steps:
+                    break
+
+        train_loss += epoch_loss.item()
+        train_micro_batches += epoch_micro_batches
+        eval_metrics = evaluate()
+        logger.info(f"epoch {epoch}: {eval_metrics}")
+        if args.with_tracking:
+            accelerator.log(
+                {
+                    **{f"eval_{k}": v for k, v in eval_metrics.items()},
+                    "train_loss": epoch_loss.item() / max(epoch_micro_batches, 1),
+                    "epoch": epoch,
+                },
+                step=completed_steps,
+            )
+        if args.checkpointing_steps == "epoch":
+            save_checkpoint(
+                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
+            )
+    train_seconds = time.perf_counter() - train_start
+
+    if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
+        eval_metrics = evaluate()
+        logger.info(f"evaluation: {eval_metrics}")
+
+    results = {f"eval_{k}": v for k, v in eval_metrics.items()}
+    results["eval_samples"] = len(eval_dataset)
+    results["eval_words"] = sum(eval_num_words)
+    results["train_steps"] = completed_steps
+    results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
+    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
+
+    if predict_dataset is not None:
+        test_raw = raw_datasets["test"]
+        test_tokens = test_raw[text_column]
+        predict_word_ids = predict_dataset["word_ids"]
+        predict_dataloader = accelerator.prepare(
+            DataLoader(
+                predict_dataset.remove_columns("word_ids"),
+                collate_fn=data_collator,
+                batch_size=args.per_device_eval_batch_size,
+            )
+        )
+        test_predictions = predict(
+            model, predict_dataloader, accelerator, predict_word_ids, [len(t) for t in test_tokens], id2label
+        )
+        test_references = test_raw[label_column] if label_column in test_raw.column_names else None
+        if test_references is not None:
+            test_metrics = compute_metrics(test_references, test_predictions, scheme, args.return_entity_level_metrics)
+            results.update({f"predict_{k}": v for k, v in test_metrics.items()})
+        results["predict_samples"] = len(test_tokens)
+        if accelerator.is_main_process:
+            os.makedirs(args.output_dir, exist_ok=True)
+            write_predictions(
+                os.path.join(args.output_dir, "predict_results.txt"), test_tokens, test_predictions, test_references
+            )
+
+    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
+        save_model(accelerator, model, args.output_dir, tokenizer)
+    write_all_results(accelerator, args.output_dir, results)
+    if accelerator.is_main_process:
+        logger.info(f"Results: {json.dumps(results)}")
+    push_to_hub(accelerator, args)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return results
+
+
+def main(argv=None):
+    """Parses `argv` (default: sys.argv) and trains. `notebook_launcher(main, (argv,), num_processes=2)`
+    runs it from a notebook."""
+    args = parse_args(argv)
+    validate_common_args(args)
+    return training_function(args)
+
+
+if __name__ == "__main__":
+    main()

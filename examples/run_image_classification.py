@@ -1,0 +1,895 @@
+"""Fine-tune, or train from scratch, an image classifier with 🤗 Accelerate, without torchvision.
+
+Inputs: a Hub dataset (`--dataset_name`), image folders (`--train_dir`/`--validation_dir`, one sub-folder per
+class, read with the `datasets` `imagefolder` builder), or CSV/JSON/JSON Lines files (`--train_file`,
+`--validation_file`) with an image-path column (paths relative to the file) and a label column. Every image is
+converted to RGB whatever its mode (L, LA, P, RGBA, CMYK, 16-bit, ...); an unreadable image stops the run with its
+file name, or is dropped with a warning under `--skip_corrupt_images`. Preprocessing is the model's image processor
+(PIL backend: size, mean, std); training adds a random resized crop and a horizontal flip, applied on the fly with
+`with_transform`. Metric: accuracy on every validation image.
+
+    accelerate launch examples/run_image_classification.py \\
+        --model_name_or_path google/vit-base-patch16-224-in21k --ignore_mismatched_sizes \\
+        --dataset_name uoft-cs/cifar10 --image_column_name img \\
+        --per_device_train_batch_size 32 --learning_rate 5e-5 --num_train_epochs 3 \\
+        --seed 42 --output_dir outputs/cifar10
+"""
+
+import argparse
+import io
+import json
+import math
+import os
+import re
+import time
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+from accelerate.logging import get_logger
+from PIL import Image, ImageOps
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageClassification, ViTImageProcessorPil
+from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
+
+from common.args import add_common_args, positive_int, validate_common_args
+from common.checkpointing import (
+    checkpoint_completed_steps,
+    resolve_checkpoint,
+    resume_position,
+    save_checkpoint,
+)
+from common.data import load_data_files, require_columns
+from common.launch import build_accelerator, setup_logging
+from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
+from common.saving import push_to_hub, save_model, write_all_results
+from common.throughput import count_tokens, throughput_metrics
+from common.tracking import init_trackers
+
+logger = get_logger(__name__)
+
+# Seed for dataset-level shuffles/splits when --seed is not given: every process must make the same split.
+DEFAULT_DATA_SEED = 42
+# Modes whose alpha channel is composited onto white (as transformers' `convert_to_rgb` does).
+ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa")
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser, file_extensions=("csv", "json", "jsonl"))
+    task = parser.add_argument_group("image classification")
+    task.add_argument("--train_dir", type=str, default=None, help="Training image folder: one sub-folder per class.")
+    task.add_argument(
+        "--validation_dir", type=str, default=None, help="Validation image folder: one sub-folder per class."
+    )
+    task.add_argument(
+        "--image_column_name", type=str, default="image", help="Column holding the images (or image file paths)."
+    )
+    task.add_argument("--label_column_name", type=str, default="label", help="Column holding the labels.")
+    task.add_argument(
+        "--train_val_split",
+        type=float,
+        default=0.15,
+        help="Fraction of the training set held out for validation when the data has no validation split.",
+    )
+    task.add_argument(
+        "--model_type",
+        type=str,
+        default=None,
+        choices=sorted(MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES),
+        help="Train a new model of this type from scratch (default config, changed by --config_overrides).",
+    )
+    task.add_argument(
+        "--config_overrides",
+        type=str,
+        default=None,
+        help="For a model trained from scratch: comma-separated key=value pairs applied to its config, values in "
+        'JSON, e.g. "hidden_sizes=[32,64],depths=[1,1],layer_type=basic".',
+    )
+    task.add_argument(
+        "--image_processor_name",
+        type=str,
+        default=None,
+        help="Image processor name or path, if not the same as the model's. A model trained from scratch without "
+        "one gets a resize-and-normalise processor (mean 0.5, std 0.5) at --image_size.",
+    )
+    task.add_argument(
+        "--image_size",
+        type=positive_int,
+        default=None,
+        help="Side of the square model input, in pixels. Default: the image processor's size; for a model trained "
+        "from scratch, its config's image_size (224 when it has none).",
+    )
+    task.add_argument(
+        "--random_resized_crop_scale",
+        type=float,
+        nargs=2,
+        default=(0.08, 1.0),
+        metavar=("MIN", "MAX"),
+        help="Training crops cover this fraction of the image's area (torchvision's default 0.08 1.0).",
+    )
+    task.add_argument(
+        "--random_resized_crop_ratio",
+        type=float,
+        nargs=2,
+        default=(3 / 4, 4 / 3),
+        metavar=("MIN", "MAX"),
+        help="Aspect ratio (width / height) range of the training crops.",
+    )
+    task.add_argument(
+        "--horizontal_flip",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Flip training images left-right with probability 0.5 (turn off for digits and text).",
+    )
+    task.add_argument(
+        "--skip_corrupt_images",
+        action="store_true",
+        help="Drop unreadable images (zero-byte, truncated, not an image) with a warning naming each file, instead "
+        "of stopping with an error.",
+    )
+    task.add_argument(
+        "--ignore_mismatched_sizes",
+        action="store_true",
+        help="Replace a checkpoint's classification head whose labels differ from the data's.",
+    )
+    args = parser.parse_args(argv)
+    folders = args.train_dir is not None or args.validation_dir is not None
+    if folders and (args.dataset_name or args.train_file or args.validation_file):
+        parser.error("--train_dir/--validation_dir cannot be combined with --dataset_name or --train_file/"
+                     "--validation_file.")
+    if args.test_file is not None:
+        parser.error("--test_file is not supported by this script; score labelled images with --validation_file/_dir.")
+    if not 0.0 < args.train_val_split < 1.0:
+        parser.error(f"--train_val_split {args.train_val_split}: expected a fraction strictly between 0 and 1.")
+    low, high = args.random_resized_crop_scale
+    if not 0.0 < low <= high <= 1.0:
+        parser.error(f"--random_resized_crop_scale {low} {high}: expected 0 < MIN <= MAX <= 1.")
+    low, high = args.random_resized_crop_ratio
+    if not 0.0 < low <= high:
+        parser.error(f"--random_resized_crop_ratio {low} {high}: expected 0 < MIN <= MAX.")
+    if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
+        parser.error("Give --model_name_or_path (a local folder or Hub id), or --model_type/--config_name to train "
+                     "a new model from scratch.")
+    if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
+        parser.error("--model_type/--config_overrides build a new model; do not combine them with "
+                     "--model_name_or_path.")
+    return args
+
+
+def validate_args(args):
+    """`common.args.validate_common_args`, which knows --dataset_name and --train_file/--validation_file as data
+    sources, plus the image folders. Raises ValueError naming the flag."""
+    for flag in ("train_dir", "validation_dir"):
+        path = getattr(args, flag)
+        if path is not None and not os.path.isdir(path):
+            raise ValueError(f"--{flag} {path}: no such folder (expected one sub-folder of images per class).")
+    view = argparse.Namespace(**vars(args))
+    if args.train_dir or args.validation_dir:
+        view.dataset_name = "imagefolder"  # a data source is given; common knows it under no other name
+    validate_common_args(view)
+    args.hub_model_id = view.hub_model_id
+
+
+def load_raw_datasets(args):
+    """The Hub dataset, the image folders or the data files, as a DatasetDict whose image column holds
+    `{"path", "bytes"}` records (`datasets.Image(decode=False)`): images are decoded by this script, so that a
+    bad file can be named.
+
+    Paths in CSV/JSON files are taken relative to the file's folder (absolute paths stay as they are).
+
+    Raises:
+        ValueError: naming the flag/folder/file when it cannot be read or a column is missing, and naming the
+            file and row of an empty image path.
+    """
+    if args.dataset_name is not None:
+        raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
+        sources = {}
+    elif args.train_dir or args.validation_dir:
+        sources = {"train": args.train_dir, "validation": args.validation_dir}
+        sources = {split: f"--{split}_dir {path}" for split, path in sources.items() if path is not None}
+        # One builder call for both folders, so that both splits share one ClassLabel (the same class ids).
+        data_files = {"train": args.train_dir, "validation": args.validation_dir}
+        data_files = {split: os.path.join(path, "**") for split, path in data_files.items() if path is not None}
+        try:
+            raw = datasets.load_dataset("imagefolder", data_files=data_files)
+        except Exception as error:  # datasets raises several types for an empty or unreadable folder
+            raise ValueError(
+                f"{' and '.join(sources.values())}: could not be read as image folders "
+                f"({type(error).__name__}: {error}); expected <folder>/<class name>/<image files>."
+            ) from error
+        for split, dataset in raw.items():
+            if "label" not in dataset.column_names:
+                raise ValueError(
+                    f"{sources[split]}: no class sub-folders found; expected <folder>/<class name>/<image files>."
+                )
+            # The builder names its columns image and label; keep the names the flags give.
+            renames = {"image": args.image_column_name, "label": args.label_column_name}
+            raw[split] = dataset.rename_columns({k: v for k, v in renames.items() if k != v})
+    else:
+        files = {"train": args.train_file, "validation": args.validation_file}
+        raw = load_data_files(files)
+        for split, dataset in raw.items():
+            require_columns(dataset, [args.image_column_name, args.label_column_name], split, files[split])
+            raw[split] = dataset.map(
+                resolve_image_paths,
+                fn_kwargs={"column": args.image_column_name, "base": str(Path(files[split]).resolve().parent),
+                           "source": f"--{split}_file {files[split]}"},
+                batched=True,
+                with_indices=True,
+                desc=f"Resolving image paths ({split})",
+            )
+        sources = {split: f"--{split}_file {path}" for split, path in files.items() if path is not None}
+    for split, dataset in raw.items():
+        require_columns(dataset, [args.image_column_name, args.label_column_name], split)  # Hub data
+        raw[split] = dataset.cast_column(args.image_column_name, datasets.Image(decode=False))
+    return raw, sources
+
+
+def resolve_image_paths(batch, indices, column, base, source):
+    """`datasets.map` function: makes the (relative) image paths of a data file absolute, relative to `base`.
+
+    Raises:
+        ValueError: naming `source` and the row (0-based, header excluded) of an empty or missing path.
+    """
+    paths = []
+    for path, index in zip(batch[column], indices):
+        if not isinstance(path, str) or not path.strip():
+            raise ValueError(f"{source}, row {index}: column '{column}' holds {path!r}; expected an image file path.")
+        paths.append(path if os.path.isabs(path) else os.path.join(base, path))
+    return {column: paths}
+
+
+def to_rgb(image):
+    """Converts a PIL image of any mode to 8-bit RGB.
+
+    - 16-bit grey (`I;16*`) is scaled by 255/65535; 32-bit integer (`I`) the same when a value exceeds 255
+      (16-bit PNGs open as `I` in some Pillow versions), else taken as 8-bit; float (`F`) is taken as 0-1 when
+      its maximum is <= 1, else as 0-255. Without this, Pillow's own conversion clips everything above 255
+      to white.
+    - Alpha (RGBA, LA, PA, P or L with a transparency key) is composited onto a white background, as
+      transformers' `image_transforms.convert_to_rgb` does; dropping it instead shows the colour hidden
+      under transparent pixels (often black).
+    - Everything else (1, L, P, CMYK, YCbCr, ...) goes through `Image.convert("RGB")`.
+
+    Returns:
+        a PIL image in mode "RGB", same size.
+
+    Raises:
+        ValueError: for a mode Pillow cannot convert to RGB.
+    """
+    mode = image.mode
+    if mode in SIXTEEN_BIT_MODES or mode == "I":
+        array = np.asarray(image).astype(np.float64)
+        if mode in SIXTEEN_BIT_MODES or array.max() > 255:
+            array = array * 255.0 / 65535.0
+        image = Image.fromarray(np.clip(np.round(array), 0, 255).astype(np.uint8))
+    elif mode == "F":
+        array = np.asarray(image).astype(np.float64)
+        if array.size and np.nanmax(array) <= 1.0:
+            array = array * 255.0
+        image = Image.fromarray(np.clip(np.round(np.nan_to_num(array)), 0, 255).astype(np.uint8))
+    if image.mode in ALPHA_MODES or (image.mode in ("P", "L", "RGB") and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        image = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba)
+    try:
+        return image.convert("RGB")
+    except ValueError as error:
+        raise ValueError(f"cannot convert an image of mode {mode} to RGB ({error})") from error
+
+
+def load_image(record):
+    """Decodes one image to RGB (see `to_rgb`), applying its EXIF orientation.
+
+    Args:
+        record: a `{"path", "bytes"}` dict (`datasets.Image(decode=False)`), a file path, or a PIL image.
+
+    Returns:
+        a PIL "RGB" image.
+
+    Raises:
+        ValueError: naming the file (or "<embedded image>") when it is missing, empty, truncated, not an image
+            or not convertible.
+    """
+    if isinstance(record, Image.Image):
+        image, name = record, getattr(record, "filename", "") or "<in-memory image>"
+    else:
+        path, data = (record, None) if isinstance(record, str) else (record.get("path"), record.get("bytes"))
+        name = path or "<embedded image>"
+        if data is None and path is not None and os.path.isfile(path) and os.path.getsize(path) == 0:
+            raise ValueError(f"{name}: the image file is empty (0 bytes).")
+        try:
+            image = Image.open(io.BytesIO(data) if data is not None else path)
+            image.load()  # decode now: truncated files fail here, not in the middle of training
+        except FileNotFoundError:
+            raise ValueError(f"{name}: image file not found.") from None
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+            raise ValueError(f"{name}: not a readable image ({type(error).__name__}: {error}).") from error
+    try:
+        return to_rgb(ImageOps.exif_transpose(image))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{name}: {error}") from error
+
+
+def find_unreadable_images(dataset, image_column, num_proc=None):
+    """Decodes every image of `dataset` once (cached by `datasets` like any `map`).
+
+    Cost: one decode per image (about 0.1 ms for a 28x28 PNG, tens of ms for a photo); spread over
+    --preprocessing_num_workers processes.
+
+    Returns:
+        list of (row index, file name, reason), empty when every image is readable.
+    """
+
+    def check(batch):
+        errors = []
+        for record in batch[image_column]:
+            try:
+                load_image(record)
+                errors.append("")
+            except ValueError as error:
+                errors.append(str(error))
+        return {"image_error": errors}
+
+    checked = dataset.map(
+        check, batched=True, num_proc=num_proc, remove_columns=dataset.column_names, desc="Checking images"
+    )
+    found = []
+    for index, error in enumerate(checked["image_error"]):
+        if error:
+            record = dataset[index][image_column]
+            found.append((index, record.get("path") or "<embedded image>", error))
+    return found
+
+
+def drop_unreadable_images(args, train_dataset, eval_dataset, sources):
+    """Checks every image; stops on unreadable ones, or drops them with a warning under --skip_corrupt_images.
+
+    Returns:
+        (train_dataset, eval_dataset) without the unreadable images.
+
+    Raises:
+        ValueError: naming the source flag and up to 10 files (with the reason), and the flag that skips them.
+    """
+    checked = {}
+    for split, dataset in (("train", train_dataset), ("validation", eval_dataset)):
+        checked[split] = dataset
+        if dataset is None:
+            continue
+        bad = find_unreadable_images(dataset, args.image_column_name, args.preprocessing_num_workers)
+        if not bad:
+            continue
+        where = sources.get(split) or sources.get("train", f"the {split} split")  # held out of --train_*
+        listing = "\n".join(f"  {reason}" for _, _, reason in bad[:10])
+        more = f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else ""
+        if not args.skip_corrupt_images:
+            raise ValueError(
+                f"{where}: {len(bad)} unreadable image(s):\n{listing}{more}\nFix or remove them, or pass "
+                "--skip_corrupt_images to train without them."
+            )
+        logger.warning(f"{where}: skipping {len(bad)} unreadable image(s) (--skip_corrupt_images):\n{listing}{more}")
+        bad_rows = {index for index, _, _ in bad}
+        checked[split] = dataset.select([i for i in range(len(dataset)) if i not in bad_rows])
+    return checked["train"], checked["validation"]
+
+
+def split_and_truncate(args, raw_datasets):
+    """Holds out --train_val_split of the training set when there is no validation split (stratified by
+    class for ClassLabel labels), then keeps a seeded random --max_train_samples/--max_eval_samples subset
+    (image folders list one class after another, so the first N would be one class).
+
+    Returns:
+        (train_dataset or None, eval_dataset).
+
+    Raises:
+        ValueError: when there is neither a training nor a validation split.
+    """
+    seed = args.seed if args.seed is not None else DEFAULT_DATA_SEED
+    if "validation" not in raw_datasets:
+        if "train" not in raw_datasets:
+            raise ValueError(f"The data has splits {list(raw_datasets)}; expected 'train' and/or 'validation'.")
+        stratify = isinstance(raw_datasets["train"].features[args.label_column_name], datasets.ClassLabel)
+        split = raw_datasets["train"].train_test_split(
+            test_size=args.train_val_split, seed=seed, stratify_by_column=args.label_column_name if stratify else None
+        )
+        raw_datasets = datasets.DatasetDict({"train": split["train"], "validation": split["test"]})
+    train, validation = raw_datasets.get("train"), raw_datasets["validation"]
+    if train is not None and args.max_train_samples is not None and args.max_train_samples < len(train):
+        train = train.shuffle(seed=seed).select(range(args.max_train_samples))
+    if args.max_eval_samples is not None and args.max_eval_samples < len(validation):
+        validation = validation.shuffle(seed=seed).select(range(args.max_eval_samples))
+    return train, validation
+
+
+def resolve_labels(args, train_dataset, eval_dataset, sources):
+    """The class names, in id order, and the raw label value of each.
+
+    Returns:
+        (names, values): for a `datasets.ClassLabel` column (image folders, most Hub data) its names and the
+        ints 0..K-1; otherwise the sorted distinct values of the training labels and their strings as names.
+
+    Raises:
+        ValueError: naming the file and row of an empty label, or the validation labels never seen in training.
+    """
+    reference = train_dataset if train_dataset is not None else eval_dataset
+    feature = reference.features[args.label_column_name]
+    if isinstance(feature, datasets.ClassLabel):
+        return list(feature.names), list(range(len(feature.names)))
+    present = {}
+    for split, dataset in (("train", train_dataset), ("validation", eval_dataset)):
+        if dataset is None:
+            continue
+        labels = dataset[args.label_column_name]
+        empty = [i for i, label in enumerate(labels) if label is None or (isinstance(label, str) and not label)]
+        if empty:
+            raise ValueError(f"{sources.get(split, split)}, row {empty[0]}: empty label in column "
+                             f"'{args.label_column_name}' ({len(empty)} such rows).")
+        present[split] = set(labels)
+    values = sorted(present.get("train", present["validation"]))
+    unseen = sorted(present["validation"] - set(values), key=str) if "train" in present else []
+    if unseen:
+        where = sources.get("validation", "the held-out validation split")
+        raise ValueError(f"{where}: label(s) {unseen} never occur in {sources.get('train', 'the training split')} "
+                         f"(labels there: {values}).")
+    return [str(v) for v in values], values
+
+
+def align_labels(args, config, names):
+    """Class ids for the data's class `names`, reusing the checkpoint's `label2id` when it has the same labels.
+
+    Returns:
+        label2id {name: id}; `config` gets num_labels, label2id and id2label ({id: name}, integer ids).
+
+    Raises:
+        ValueError: when the checkpoint was trained with other labels, unless --ignore_mismatched_sizes (then
+            the data's labels win and the head is re-initialised).
+    """
+    default = {f"LABEL_{i}": i for i in range(config.num_labels)}
+    checkpoint_labels = {str(k): int(v) for k, v in config.label2id.items()}
+    if args.model_name_or_path and checkpoint_labels != default and not args.ignore_mismatched_sizes:
+        if sorted(checkpoint_labels) != sorted(names):
+            raise ValueError(
+                f"--model_name_or_path {args.model_name_or_path} was trained with labels {sorted(checkpoint_labels)} "
+                f"but the data has labels {sorted(names)}. Pass --ignore_mismatched_sizes to train a new head."
+            )
+        label2id = checkpoint_labels
+    else:
+        label2id = {name: i for i, name in enumerate(names)}
+    config.num_labels = len(names)
+    config.label2id = label2id
+    config.id2label = {i: name for name, i in label2id.items()}
+    return label2id
+
+
+def parse_config_overrides(text):
+    """Parses --config_overrides: comma-separated `key=value` pairs; values are read as JSON when they parse
+    (numbers, true/false, [lists]) and as strings otherwise. Commas inside [...] belong to the value.
+
+    Returns:
+        dict, e.g. "depths=[1,1],layer_type=basic,image_size=28" -> {"depths": [1, 1], "layer_type": "basic",
+        "image_size": 28}.
+
+    Raises:
+        ValueError: naming --config_overrides and the part that is not key=value.
+    """
+    overrides = {}
+    for part in re.findall(r"(?:\[[^\]]*\]|[^,])+", text or ""):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--config_overrides {text}: '{part}' is not key=value.")
+        try:
+            overrides[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def build_config(args):
+    """The model config: the checkpoint's, --config_name's, or --model_type's default, with --config_overrides.
+
+    Raises:
+        ValueError: naming --config_overrides and a key the config does not have.
+    """
+    if args.config_name or args.model_name_or_path:
+        config = AutoConfig.from_pretrained(
+            args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
+        )
+    else:
+        config = AutoConfig.for_model(args.model_type)
+    for key, value in parse_config_overrides(args.config_overrides).items():
+        if not hasattr(config, key):
+            raise ValueError(f"--config_overrides: {type(config).__name__} has no attribute '{key}'.")
+        setattr(config, key, value)
+    if args.model_name_or_path is None and args.image_size is not None and hasattr(config, "image_size"):
+        config.image_size = args.image_size
+    return config
+
+
+def build_image_processor(args, config):
+    """The image processor, always with the PIL backend (transformers' default backend needs torchvision).
+
+    --image_processor_name or the checkpoint's; for a model trained from scratch without one, a
+    `ViTImageProcessorPil` (resize to a square, rescale to 0-1, normalise with mean 0.5 and std 0.5) at
+    --image_size, else the config's image_size, else 224. --image_size resizes any processor's output.
+    """
+    name = args.image_processor_name or args.model_name_or_path
+    if name is not None:
+        image_processor = AutoImageProcessor.from_pretrained(
+            name, backend="pil", trust_remote_code=args.trust_remote_code
+        )
+    else:
+        side = args.image_size or getattr(config, "image_size", None) or 224
+        image_processor = ViTImageProcessorPil(size={"height": side, "width": side})
+    if args.image_size is not None and name is not None:
+        side = args.image_size
+        if getattr(image_processor.size, "shortest_edge", None):
+            image_processor.size = {"shortest_edge": side}
+        else:
+            image_processor.size = {"height": side, "width": side}
+        if getattr(image_processor, "crop_size", None) is not None:
+            image_processor.crop_size = {"height": side, "width": side}
+    return image_processor
+
+
+def model_input_size(image_processor):
+    """(height, width) of the images `image_processor` produces, found by running it on two blank images of
+    different aspect ratios; training crops are resized to this size.
+
+    Raises:
+        ValueError: when the output size depends on the input's aspect ratio (a shortest-edge resize with no
+            crop): batches could not be stacked; pass --image_size.
+    """
+    shapes = {
+        tuple(image_processor(Image.new("RGB", size), return_tensors="np")["pixel_values"].shape[-2:])
+        for size in ((64, 48), (48, 80))
+    }
+    if len(shapes) != 1:
+        raise ValueError(
+            f"The image processor ({type(image_processor).__name__}, size {dict(image_processor.size)}) gives images "
+            f"of different sizes {sorted(shapes)} for different aspect ratios; pass --image_size to fix one."
+        )
+    return shapes.pop()
+
+
+def random_resized_crop_box(width, height, scale, ratio, rng):
+    """A random crop box (left, top, right, bottom) as in `torchvision.transforms.RandomResizedCrop.get_params`
+    (the Inception crop of Szegedy et al., 2015): area a uniform fraction of the image within `scale`, aspect
+    ratio (width / height) log-uniform within `ratio`; after 10 failed draws, the largest central crop whose
+    ratio lies within `ratio`.
+
+    Args:
+        width, height: image size in pixels.
+        scale: (min, max) fraction of the area; ratio: (min, max) width/height.
+        rng: a `numpy.random.Generator`.
+
+    Returns:
+        4 ints, 0 <= left < right <= width, 0 <= top < bottom <= height.
+    """
+    area = width * height
+    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
+    for _ in range(10):
+        target_area = area * rng.uniform(scale[0], scale[1])
+        aspect = math.exp(rng.uniform(*log_ratio))
+        crop_w = int(round(math.sqrt(target_area * aspect)))
+        crop_h = int(round(math.sqrt(target_area / aspect)))
+        if 0 < crop_w <= width and 0 < crop_h <= height:
+            left = int(rng.integers(0, width - crop_w + 1))
+            top = int(rng.integers(0, height - crop_h + 1))
+            return left, top, left + crop_w, top + crop_h
+    in_ratio = width / height
+    if in_ratio < ratio[0]:
+        crop_w, crop_h = width, max(1, int(round(width / ratio[0])))
+    elif in_ratio > ratio[1]:
+        crop_w, crop_h = max(1, int(round(height * ratio[1]))), height
+    else:
+        crop_w, crop_h = width, height
+    left, top = (width - crop_w) // 2, (height - crop_h) // 2
+    return left, top, left + crop_w, top + crop_h
+
+
+class TrainTransform:
+    """`with_transform` function for training: decode to RGB, random resized crop to the model's input size,
+    random horizontal flip, then the image processor's rescale and normalisation (no resize).
+
+    The random draws of an example come from numpy's generator seeded with (seed, epoch, example index), not
+    from a global RNG: the crops do not depend on the number of processes or DataLoader workers, on
+    accelerate's prefetching, or on a resume in mid-epoch. Set `transform.epoch` before each epoch.
+    """
+
+    def __init__(self, args, image_processor, size, label_to_id, seed):
+        self.image_column, self.label_column = args.image_column_name, args.label_column_name
+        self.scale, self.ratio = args.random_resized_crop_scale, args.random_resized_crop_ratio
+        self.flip = args.horizontal_flip
+        self.image_processor, self.size, self.label_to_id = image_processor, size, label_to_id
+        self.seed, self.epoch = seed % 2**32, 0
+        self.resample = getattr(image_processor, "resample", None) or Image.Resampling.BILINEAR
+
+    def __call__(self, batch):
+        images = []
+        for record, index in zip(batch[self.image_column], batch["example_index"]):
+            image = load_image(record)
+            rng = np.random.default_rng([self.seed, self.epoch, index])
+            box = random_resized_crop_box(image.width, image.height, self.scale, self.ratio, rng)
+            image = image.resize((self.size[1], self.size[0]), resample=self.resample, box=box)
+            if self.flip and rng.random() < 0.5:
+                image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+            images.append(image)
+        pixel_values = self.image_processor(images, do_resize=False, do_center_crop=False, return_tensors="pt")
+        return {
+            "pixel_values": pixel_values["pixel_values"],
+            "labels": [self.label_to_id[v] for v in batch[self.label_column]],
+        }
+
+
+class EvalTransform:
+    """`with_transform` function for evaluation: decode to RGB, then the image processor (resize, crop,
+    rescale, normalise) exactly as the checkpoint defines it."""
+
+    def __init__(self, args, image_processor, label_to_id):
+        self.image_column, self.label_column = args.image_column_name, args.label_column_name
+        self.image_processor, self.label_to_id = image_processor, label_to_id
+
+    def __call__(self, batch):
+        images = [load_image(record) for record in batch[self.image_column]]
+        return {
+            "pixel_values": self.image_processor(images, return_tensors="pt")["pixel_values"],
+            "labels": [self.label_to_id[v] for v in batch[self.label_column]],
+        }
+
+
+def collate_fn(examples):
+    """Stacks examples into {"pixel_values": (batch, 3, height, width) float, "labels": (batch,) long}."""
+    return {
+        "pixel_values": torch.stack([example["pixel_values"] for example in examples]),
+        "labels": torch.tensor([example["labels"] for example in examples], dtype=torch.long),
+    }
+
+
+def preprocess(args, train_dataset, eval_dataset, image_processor, label_to_id, seed):
+    """Attaches the on-the-fly transforms. The training set gets an `example_index` column (its row number),
+    which seeds the augmentation of each example.
+
+    Returns:
+        (train_dataset or None, eval_dataset, train_transform or None); rows come out as
+        {"pixel_values": (3, height, width) float tensor, "labels": int}.
+    """
+    columns = [args.image_column_name, args.label_column_name]
+    train_transform = None
+    if train_dataset is not None:
+        size = model_input_size(image_processor)
+        train_transform = TrainTransform(args, image_processor, size, label_to_id, seed)
+        train_dataset = train_dataset.select_columns(columns)
+        train_dataset = train_dataset.add_column("example_index", list(range(len(train_dataset))))
+        train_dataset = train_dataset.with_transform(train_transform)
+    eval_transform = EvalTransform(args, image_processor, label_to_id)
+    eval_dataset = eval_dataset.select_columns(columns).with_transform(eval_transform)
+    return train_dataset, eval_dataset, train_transform
+
+
+def predict(model, dataloader, accelerator):
+    """Runs the model over `dataloader` on every process.
+
+    Returns:
+        (predictions, references): 1-D numpy arrays of class ids holding exactly one entry per validation image,
+        in dataset order (`gather_for_metrics` drops the samples the distributed sampler repeated to give every
+        process equal batches).
+    """
+    model.eval()
+    all_predictions, all_references = [], []
+    for batch in dataloader:
+        with torch.no_grad():
+            outputs = model(pixel_values=batch["pixel_values"])
+        predictions, references = accelerator.gather_for_metrics((outputs.logits.argmax(dim=-1), batch["labels"]))
+        all_predictions.append(predictions.cpu().numpy())
+        all_references.append(references.cpu().numpy())
+    return np.concatenate(all_predictions), np.concatenate(all_references)
+
+
+def compute_metrics(predictions, references):
+    """{"accuracy": fraction of predictions equal to the reference class id}."""
+    return {"accuracy": float((predictions == references).mean())}
+
+
+def training_function(args):
+    accelerator = build_accelerator(args)
+    setup_logging(accelerator, logger)
+    seed = args.seed if args.seed is not None else DEFAULT_DATA_SEED
+
+    # The main process decodes, checks and splits first and writes the datasets cache; the others read it.
+    with accelerator.main_process_first():
+        raw_datasets, sources = load_raw_datasets(args)
+        train_dataset, eval_dataset = split_and_truncate(args, raw_datasets)
+        # Only the images used are checked (after --max_*_samples), so a quick trial on a big set stays quick.
+        train_dataset, eval_dataset = drop_unreadable_images(args, train_dataset, eval_dataset, sources)
+    names, values = resolve_labels(args, train_dataset, eval_dataset, sources)
+
+    config = build_config(args)
+    label2id = align_labels(args, config, names)
+    label_to_id = {value: label2id[name] for value, name in zip(values, names)}
+    image_processor = build_image_processor(args, config)
+    if args.model_name_or_path is not None:
+        model = AutoModelForImageClassification.from_pretrained(
+            args.model_name_or_path,
+            config=config,
+            ignore_mismatched_sizes=args.ignore_mismatched_sizes,
+            trust_remote_code=args.trust_remote_code,
+        )
+    else:
+        logger.info(f"Training a new {config.model_type} model from scratch")
+        model = AutoModelForImageClassification.from_config(config, trust_remote_code=args.trust_remote_code)
+
+    train_dataset, eval_dataset, train_transform = preprocess(
+        args, train_dataset, eval_dataset, image_processor, label_to_id, seed
+    )
+
+    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG, so the
+    # dropout masks after a resume are those of the uninterrupted run.
+    train_dataloader = DataLoader(
+        train_dataset,
+        shuffle=True,
+        collate_fn=collate_fn,
+        batch_size=args.per_device_train_batch_size,
+        num_workers=args.dataloader_num_workers,
+        generator=torch.Generator(),
+    ) if train_dataset is not None else None
+    eval_dataloader = DataLoader(
+        eval_dataset,
+        collate_fn=collate_fn,
+        batch_size=args.per_device_eval_batch_size,
+        num_workers=args.dataloader_num_workers,
+        generator=torch.Generator(),
+    )
+
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
+    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
+    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
+        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
+    )
+    if train_dataloader is None:
+        max_train_steps = 0
+    lr_scheduler = build_lr_scheduler(
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+    )
+
+    model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
+        model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
+    )
+    if train_dataloader is not None and len(train_dataloader) != num_batches:
+        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
+
+    # Trackers store the run's flags; the step unit of every logged value is `completed_steps`.
+    init_trackers(accelerator, "image_classification_no_trainer", args)
+
+    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
+    logger.info("***** Running training *****")
+    logger.info(f"  Num examples = {len(train_dataset) if train_dataset is not None else 0}")
+    logger.info(f"  Num classes = {len(names)}; model input = {tuple(model_input_size(image_processor))}")
+    logger.info(f"  Num epochs = {num_train_epochs}")
+    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
+    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
+    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
+    logger.info(f"  Total optimization steps = {max_train_steps}")
+
+    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
+    if args.resume_from_checkpoint:
+        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
+        if checkpoint is None:
+            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
+        else:
+            logger.info(f"Resuming from {checkpoint}")
+            accelerator.load_state(str(checkpoint))
+            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
+            starting_epoch, batches_to_skip = resume_position(
+                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
+            )
+
+    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
+    progress_bar.update(completed_steps)
+    num_samples = num_tokens = num_padding = 0
+    train_loss, train_micro_batches = 0.0, 0
+    eval_metrics, eval_count = None, 0
+    train_start = time.perf_counter()
+
+    for epoch in range(starting_epoch, num_train_epochs):
+        if completed_steps >= max_train_steps:
+            break
+        model.train()
+        # The shuffling order and the augmentation of an epoch depend on (seed, epoch) only; set both
+        # explicitly so that a resumed run (whose skipping DataLoader is a new object) replays them.
+        train_dataloader.set_epoch(epoch)
+        train_transform.epoch = epoch
+        if epoch == starting_epoch and batches_to_skip > 0:
+            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
+            active_dataloader.set_epoch(epoch)
+        else:
+            active_dataloader = train_dataloader
+        epoch_loss = torch.zeros((), device=accelerator.device)
+        epoch_micro_batches = 0
+        for batch in active_dataloader:
+            tokens, padding = count_tokens(batch)  # images: no attention_mask, so 0 tokens; samples still count
+            num_samples += batch["pixel_values"].shape[0]
+            num_tokens += tokens
+            num_padding += padding
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step
+            # only every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
+            with accelerator.accumulate(model):
+                outputs = model(**batch)
+                loss = outputs.loss
+                accelerator.backward(loss)
+                optimizer.step()
+                lr_scheduler.step()
+                optimizer.zero_grad()
+            epoch_loss += loss.detach()
+            epoch_micro_batches += 1
+
+            if accelerator.sync_gradients:  # an optimizer step happened
+                completed_steps += 1
+                progress_bar.update(1)
+                if args.with_tracking:
+                    accelerator.log(
+                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": loss.item()}, step=completed_steps
+                    )
+                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
+                    save_checkpoint(
+                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
+                        args.checkpoints_total_limit,
+                    )
+                if completed_steps >= max_train_steps:
+                    break
+
+        train_loss += epoch_loss.item()
+        train_micro_batches += epoch_micro_batches
+        predictions, references = predict(model, eval_dataloader, accelerator)
+        eval_metrics, eval_count = compute_metrics(predictions, references), len(references)
+        logger.info(f"epoch {epoch}: {eval_metrics}")
+        if args.with_tracking:
+            accelerator.log(
+                {
+                    **{f"eval_{k}": v for k, v in eval_metrics.items()},
+                    "train_loss": epoch_loss.item() / max(epoch_micro_batches, 1),
+                    "epoch": epoch,
+                },
+                step=completed_steps,
+            )
+        if args.checkpointing_steps == "epoch":
+            save_checkpoint(
+                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
+            )
+    train_seconds = time.perf_counter() - train_start
+
+    if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
+        predictions, references = predict(model, eval_dataloader, accelerator)
+        eval_metrics, eval_count = compute_metrics(predictions, references), len(references)
+        logger.info(f"evaluation: {eval_metrics}")
+
+    results = {f"eval_{k}": v for k, v in eval_metrics.items()}
+    results["eval_samples"] = eval_count  # images actually scored, gathered from every process
+    results["train_steps"] = completed_steps
+    results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
+    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
+
+    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
+        save_model(accelerator, model, args.output_dir, image_processor)
+    write_all_results(accelerator, args.output_dir, results)
+    if accelerator.is_main_process:
+        logger.info(f"Results: {results}")
+    push_to_hub(accelerator, args)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return results
+
+
+def main(argv=None):
+    """Parses `argv` (default: sys.argv) and trains. `notebook_launcher(main, (argv,), num_processes=2)`
+    runs it from a notebook."""
+    args = parse_args(argv)
+    validate_args(args)
+    return training_function(args)
+
+
+if __name__ == "__main__":
+    main()

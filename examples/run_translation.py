@@ -1,0 +1,932 @@
+"""Train or fine-tune an encoder-decoder model for translation with 🤗 Accelerate; evaluate by generation.
+
+Inputs: a Hub dataset (`--dataset_name wmt16 --dataset_config_name ro-en`), JSON / JSON Lines files with
+one `{"translation": {"en": "...", "de": "..."}}` object per example (`--train_file`, `--validation_file`,
+`--test_file`), or plain line-aligned parallel text, optionally gzipped (`--train_source_file train.en.gz
+--train_target_file train.de.gz`, likewise for validation and test). `--source_lang`/`--target_lang` name the
+languages (the keys of the `translation` dicts; for mBART, M2M100 and NLLB tokenizers their language codes).
+Models: any seq2seq checkpoint (T5, BART, Marian, mBART, M2M100, NLLB, ...) via `--model_name_or_path`, or a
+new one from `--model_type`/`--config_name` (with `--tokenizer_name`, or a tokenizer trained on the training
+text with `--train_tokenizer_vocab_size`). Metrics: sacreBLEU BLEU and chrF of the generated translations of the
+validation pairs against their raw reference text; the translations go to `generated_predictions.txt`.
+
+    accelerate launch examples/run_translation.py \\
+        --model_name_or_path google-t5/t5-small --source_prefix "translate English to Romanian: " \\
+        --dataset_name wmt16 --dataset_config_name ro-en --source_lang en --target_lang ro \\
+        --per_device_train_batch_size 16 --learning_rate 5e-5 --num_train_epochs 1 --num_beams 4 \\
+        --seed 42 --output_dir outputs/t5-en-ro
+"""
+
+import argparse
+import gzip
+import json
+import os
+import time
+from pathlib import Path
+
+import datasets
+import sacrebleu
+import torch
+from accelerate.logging import get_logger
+from accelerate.utils import DistributedType
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+from transformers import (
+    CONFIG_MAPPING,
+    AutoConfig,
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    default_data_collator,
+)
+from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+
+from common.args import add_common_args, check_output_dir, positive_int, validate_common_args
+from common.checkpointing import (
+    checkpoint_completed_steps,
+    resolve_checkpoint,
+    resume_position,
+    save_checkpoint,
+)
+from common.data import load_data_files, require_columns
+from common.launch import build_accelerator, setup_logging
+from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
+from common.saving import push_to_hub, save_model, write_all_results
+from common.throughput import count_tokens, throughput_metrics
+from common.tracking import init_trackers, parse_report_to
+
+logger = get_logger(__name__)
+
+MODEL_TYPES = sorted(MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
+# Tokenizers that put language codes around the text; their src_lang/tgt_lang come from the language flags.
+# (transformers 5 merged the slow and fast classes; the *Fast names are those of transformers 4.)
+MULTILINGUAL_TOKENIZERS = (
+    "MBartTokenizer", "MBartTokenizerFast", "MBart50Tokenizer", "MBart50TokenizerFast",
+    "M2M100Tokenizer", "NllbTokenizer", "NllbTokenizerFast",
+)
+# mBART (cc25, en-ro): the decoder starts with the target language code instead of a forced first token.
+MBART_TOKENIZERS = ("MBartTokenizer", "MBartTokenizerFast")
+# Model families whose decoder starts with the pad token ("In T5 it is usually set to the pad_token_id",
+# transformers' T5 docs; MarianMT and Pegasus do the same). Used when a new config does not say.
+PAD_STARTED_MODEL_TYPES = ("t5", "mt5", "umt5", "longt5", "switch_transformers", "marian", "pegasus")
+# Special-token attributes of a config, remapped onto a new tokenizer's ids for models trained from scratch.
+SPECIAL_TOKEN_ATTRIBUTES = (
+    "pad_token_id", "eos_token_id", "bos_token_id", "decoder_start_token_id", "forced_bos_token_id",
+    "forced_eos_token_id", "sep_token_id",
+)
+SPLITS = ("train", "validation", "test")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser, file_extensions=("json", "jsonl"))
+    data = parser.add_argument_group("translation data")
+    for split in SPLITS:
+        data.add_argument(
+            f"--{split}_source_file",
+            type=str,
+            default=None,
+            help=f"Plain text ({split}), one source sentence per line, line-aligned with --{split}_target_file; "
+            "a .gz file is read as gzip.",
+        )
+        data.add_argument(
+            f"--{split}_target_file",
+            type=str,
+            default=None,
+            help=f"Plain text ({split}), one target sentence per line (optional for test: predictions only).",
+        )
+    data.add_argument(
+        "--source_lang",
+        type=str,
+        required=True,
+        help="Source language: a key of the `translation` dicts (e.g. en); with an mBART / M2M100 / NLLB "
+        "tokenizer its language code (en_XX, en, eng_Latn), whose part before '_' is then the data key when the "
+        "code itself is not one.",
+    )
+    data.add_argument("--target_lang", type=str, required=True, help="Target language, as --source_lang.")
+    data.add_argument(
+        "--source_prefix",
+        type=str,
+        default=None,
+        help='Text put before every source sentence, e.g. "translate English to German: " for T5 checkpoints.',
+    )
+    data.add_argument(
+        "--max_source_length", type=positive_int, default=1024, help="Source tokens kept after tokenisation."
+    )
+    data.add_argument(
+        "--max_target_length", type=positive_int, default=128, help="Target tokens kept in the training labels."
+    )
+    data.add_argument(
+        "--val_max_target_length",
+        type=positive_int,
+        default=None,
+        help="Target tokens kept in evaluation labels and the maximum generated length "
+        "(default: --max_target_length).",
+    )
+    data.add_argument(
+        "--pad_to_max_length",
+        action="store_true",
+        help="Pad every example to --max_source_length/--max_target_length (default: pad each batch to its "
+        "longest example).",
+    )
+    data.add_argument(
+        "--ignore_pad_token_for_loss",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Label padding is -100, so padded positions do not count in the loss (--no-ignore_pad_token_for_loss "
+        "pads labels with the pad token, which the loss then learns to predict).",
+    )
+    data.add_argument(
+        "--num_beams", type=positive_int, default=None, help="Beams for generation (default: the model's, often 1)."
+    )
+    scratch = parser.add_argument_group("model from scratch")
+    scratch.add_argument(
+        "--model_type",
+        type=str,
+        default=None,
+        choices=MODEL_TYPES,
+        help="Train a new model of this type (default config) when no --model_name_or_path is given.",
+    )
+    scratch.add_argument(
+        "--config_overrides",
+        type=str,
+        default=None,
+        help="Override config values of a new model, e.g. 'd_model=256,encoder_layers=3,decoder_layers=3'.",
+    )
+    scratch.add_argument(
+        "--train_tokenizer_vocab_size",
+        type=positive_int,
+        default=None,
+        help="Train a new BPE tokenizer with this many tokens on the source and target training text (one joint "
+        "vocabulary), save it in --output_dir and use it; for models trained from scratch.",
+    )
+    args = parser.parse_args(argv)
+    if args.model_name_or_path is None and args.config_name is None and args.model_type is None:
+        parser.error("Need --model_name_or_path, or --model_type/--config_name to train a new model.")
+    if args.config_overrides is not None and args.model_name_or_path is not None:
+        parser.error("--config_overrides changes a new model's config; it cannot be used with --model_name_or_path.")
+    if args.model_name_or_path is None and args.tokenizer_name is None and args.train_tokenizer_vocab_size is None:
+        parser.error("A new model needs --tokenizer_name, or --train_tokenizer_vocab_size to train a tokenizer.")
+    if args.train_tokenizer_vocab_size is not None and (args.model_name_or_path or args.tokenizer_name):
+        parser.error("--train_tokenizer_vocab_size trains a tokenizer for a new model; do not combine it with "
+                     "--model_name_or_path or --tokenizer_name.")
+    if args.source_lang == args.target_lang:
+        parser.error(f"--source_lang and --target_lang are both {args.source_lang!r}.")
+    if args.val_max_target_length is None:
+        args.val_max_target_length = args.max_target_length
+    return args
+
+
+def validate_args(args):
+    """`validate_common_args` plus the parallel-text flags.
+
+    Raises:
+        ValueError: naming the flag (and file) when a split mixes --{split}_file with text files, a
+            --{split}_source_file lacks its --{split}_target_file (a target is optional for test only), a
+            text file is missing or empty, there is no validation data, or no training data and
+            --max_train_steps is not 0.
+    """
+    text_given = False
+    for split in SPLITS:
+        source, target = getattr(args, f"{split}_source_file"), getattr(args, f"{split}_target_file")
+        if (source or target) and getattr(args, f"{split}_file"):
+            raise ValueError(f"--{split}_file and --{split}_source_file/--{split}_target_file both given; use one.")
+        if target and not source:
+            raise ValueError(f"--{split}_target_file {target} needs --{split}_source_file.")
+        if source and not target and split != "test":
+            raise ValueError(f"--{split}_source_file {source} needs --{split}_target_file (the references).")
+        for flag, path in ((f"{split}_source_file", source), (f"{split}_target_file", target)):
+            if path is None:
+                continue
+            text_given = True
+            if not os.path.isfile(path):
+                raise ValueError(f"--{flag} {path}: file not found.")
+            if os.path.getsize(path) == 0:
+                raise ValueError(f"--{flag} {path}: the file is empty.")
+    if args.dataset_name or args.train_file or args.validation_file:
+        validate_common_args(args)
+    elif text_given:  # the parts of validate_common_args that do not concern --train_file/--validation_file
+        if args.with_tracking:
+            parse_report_to(args.report_to)
+        if args.push_to_hub and args.hub_model_id is None:
+            args.hub_model_id = Path(args.output_dir).name
+        check_output_dir(args)
+    else:
+        validate_common_args(args)  # raises: no data source
+    if args.dataset_name is None:
+        if not (args.validation_file or args.validation_source_file):
+            raise ValueError("Need validation data: --validation_file or --validation_source_file/_target_file.")
+        if not (args.train_file or args.train_source_file) and args.max_train_steps != 0:
+            raise ValueError("Need training data (--train_file or --train_source_file/--train_target_file), or "
+                             "--max_train_steps 0 to evaluate the model only.")
+
+
+def read_lines(path, flag):
+    """Lines of a UTF-8 text file (gzip-compressed when the name ends in .gz), without line endings.
+
+    Raises:
+        ValueError: naming the flag, file and line when a line is not valid UTF-8 or the gzip data is corrupt.
+    """
+    opener = gzip.open if str(path).endswith(".gz") else open
+    lines = []
+    try:
+        with opener(path, "rb") as f:
+            for raw_line in f:  # bytes, so that a decoding error can name its line
+                lines.append(raw_line.decode("utf-8").rstrip("\r\n"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"--{flag} {path}: line {len(lines) + 1} is not UTF-8 text ({error}).") from None
+    except (OSError, EOFError) as error:
+        raise ValueError(f"--{flag} {path}: could not be read ({type(error).__name__}: {error}).") from None
+    return lines
+
+
+def load_parallel_text(source_path, target_path, source_key, target_key, split):
+    """Two line-aligned text files -> `datasets.Dataset` with one column `translation`
+    ({source_key: line i of the source file, target_key: line i of the target file}).
+
+    `target_path` may be None (test data without references): the dicts then hold the source only.
+
+    Raises:
+        ValueError: naming both files and their line counts when they differ.
+    """
+    sources = read_lines(source_path, f"{split}_source_file")
+    if target_path is None:
+        return datasets.Dataset.from_dict({"translation": [{source_key: s} for s in sources]})
+    targets = read_lines(target_path, f"{split}_target_file")
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"--{split}_source_file {source_path} has {len(sources)} lines but --{split}_target_file {target_path} "
+            f"has {len(targets)}; the files must be line-aligned (line i of one translates line i of the other)."
+        )
+    return datasets.Dataset.from_dict(
+        {"translation": [{source_key: s, target_key: t} for s, t in zip(sources, targets)]}
+    )
+
+
+def language_keys(dataset):
+    """Languages of a dataset's `translation` column, or None when it does not hold {language: text} dicts.
+
+    A Hub `Translation` feature lists them; a JSON file whose dicts all have the same keys loads as a
+    struct; one whose dicts differ (a language missing in some) loads as a `Json` feature, whose keys are
+    collected from every example.
+    """
+    feature = dataset.features.get("translation")
+    if isinstance(feature, datasets.Translation):
+        return list(feature.languages)
+    if isinstance(feature, dict):
+        return list(feature)
+    if type(feature).__name__ == "Json":
+        keys = {}
+        for pair in dataset["translation"]:
+            if isinstance(pair, dict):
+                keys.update(dict.fromkeys(pair))
+        return list(keys) or None
+    return None
+
+
+def resolve_language_key(flag, lang, keys, where):
+    """The data key for a language flag: the flag's value when the data has it, else its part before '_'
+    (mBART's `en_XX` and NLLB's `eng_Latn` name the `en` / `eng` data).
+
+    Raises:
+        ValueError: naming the flag, the data and the languages present when neither is a key.
+    """
+    for candidate in (lang, lang.split("_")[0]):
+        if candidate in keys:
+            return candidate
+    tried = repr(lang) if "_" not in lang else f"{lang!r} nor {lang.split('_')[0]!r}"
+    raise ValueError(f"{flag} {lang}: {where} has no language {tried} in its `translation` dicts; languages "
+                     f"present: {sorted(keys)}.")
+
+
+def describe_location(flag, path, index):
+    """Where example `index` (0-based) is: '--train_file x.jsonl line 4', '--train_source_file x.en line 4',
+    '--train_file x.json example 3' (a JSON document, not JSON Lines), or 'the train split, example 3'."""
+    if path is None:
+        return f"the {flag} split, example {index}"
+    if str(path).endswith((".json", ".jsonl")):
+        line = _json_lines_line_number(path, index)
+        return f"{flag} {path} " + (f"line {line}" if line is not None else f"example {index}")
+    return f"{flag} {path} line {index + 1}"
+
+
+def _json_lines_line_number(path, index):
+    """1-based line of the `index`-th (0-based) JSON object of a JSON Lines file, skipping blank lines;
+    None when the file is a single JSON document rather than JSON Lines."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    non_blank = [number for number, line in enumerate(lines, start=1) if line.strip()]
+    try:
+        if not isinstance(json.loads(lines[non_blank[0] - 1]), dict):  # a JSON array, not JSON Lines
+            return None
+    except (json.JSONDecodeError, IndexError):
+        return None
+    return non_blank[index] if index < len(non_blank) else None
+
+
+def check_translation_pairs(dataset, source_key, target_key, split, flag=None, path=None):
+    """Checks every example's `translation` dict holds text for both languages (the source only for a
+    test split without the target language).
+
+    Args:
+        flag, path: the flag and file the split came from (None for Hub data), to name in errors.
+
+    Raises:
+        ValueError: naming the file and line (or split and example index) of the first example whose text
+            for a language is missing or not a string, and the languages it does have.
+    """
+    needed = [source_key]
+    if split != "test" or target_key in (language_keys(dataset) or []):
+        needed.append(target_key)
+    def location(index):
+        return describe_location(flag, path, index) if path else describe_location(split, None, index)
+
+    for index, pair in enumerate(dataset["translation"]):
+        if not isinstance(pair, dict):
+            raise ValueError(f"{location(index)}: `translation` must be a dict {{language: text}}, found {pair!r}.")
+        for key in needed:
+            if not isinstance(pair.get(key), str):
+                present = sorted(k for k, v in pair.items() if v is not None)
+                raise ValueError(
+                    f"{location(index)}: the translation has no {key!r} text (languages present: {present})."
+                )
+
+
+def load_raw_datasets(args):
+    """Loads the data, resolves the language keys, checks every pair and applies --max_*_samples.
+
+    Returns:
+        (raw_datasets, source_key, target_key): a `DatasetDict` whose splits have a `translation` column
+        of {language: text} dicts, and the keys of the source and target languages in those dicts.
+
+    Raises:
+        ValueError: see `validate_args`, `load_parallel_text`, `resolve_language_key`,
+            `check_translation_pairs`; also when a data file has no `translation` column.
+    """
+    paths = {}
+    if args.dataset_name is not None:
+        raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
+        raw = datasets.DatasetDict({split: raw[split] for split in SPLITS if split in raw})
+    else:
+        json_files = {split: getattr(args, f"{split}_file") for split in SPLITS}
+        raw = load_data_files(json_files) if any(json_files.values()) else datasets.DatasetDict()
+        paths.update({split: path for split, path in json_files.items() if path})
+        for split in SPLITS:
+            source, target = getattr(args, f"{split}_source_file"), getattr(args, f"{split}_target_file")
+            if source:
+                raw[split] = load_parallel_text(source, target, args.source_lang, args.target_lang, split)
+    source_key = target_key = None
+    for split, dataset in raw.items():
+        require_columns(dataset, ["translation"], split, paths.get(split))
+        keys = language_keys(dataset)
+        where = f"--{split}_file {paths[split]}" if split in paths else f"the {split} split"
+        if keys is None:
+            raise ValueError(f"{where}: the `translation` column must hold a dict {{language: text}} per example, "
+                             f"found {dataset.features['translation']}.")
+        source_key = resolve_language_key("--source_lang", args.source_lang, keys, where)
+        if split != "test" or any(k in keys for k in (args.target_lang, args.target_lang.split("_")[0])):
+            target_key = resolve_language_key("--target_lang", args.target_lang, keys, where)
+        flag = f"--{split}_file" if split in paths else f"--{split}_source_file"
+        path = paths.get(split) or getattr(args, f"{split}_source_file")
+        check_translation_pairs(dataset, source_key, target_key or args.target_lang, split, flag, path)
+        limit = {"train": args.max_train_samples, "validation": args.max_eval_samples,
+                 "test": args.max_predict_samples}[split]
+        if limit is not None:
+            raw[split] = dataset.select(range(min(limit, len(dataset))))
+    return raw, source_key, target_key
+
+
+def train_seq2seq_tokenizer(texts, output_dir, vocab_size):
+    """Trains a BPE tokenizer on `texts` and saves it with `save_pretrained` to `output_dir`.
+
+    SentencePiece-style: NFKC normalisation, spaces kept as '▁' (Metaspace), so decoding gives back the
+    text with its spaces (BLEU is computed on that detokenised text). Special tokens `<pad>`=0, `</s>`=1,
+    `<unk>`=2, `<s>`=3 (T5's and Marian's pad/eos roles); `</s>` is appended to every sequence.
+
+    Args:
+        texts: iterable of strings (source and target training sentences for a joint vocabulary).
+        output_dir: folder to save to (created if needed).
+        vocab_size: the vocabulary size, special tokens included (smaller when the text has fewer merges).
+
+    Returns:
+        the `transformers` fast tokenizer, as `AutoTokenizer.from_pretrained(output_dir)` loads it.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.NFKC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    special = ["<pad>", "</s>", "<unk>", "<s>"]
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special, limit_alphabet=1000)
+    tokenizer.train_from_iterator(texts, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tokenizer.token_to_id("</s>"))]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", bos_token="<s>"
+    )
+    fast.save_pretrained(output_dir)
+    return AutoTokenizer.from_pretrained(output_dir)
+
+
+def fit_config_to_tokenizer(config, tokenizer):
+    """Makes a new model's config agree with its tokenizer (for models trained from scratch).
+
+    `vocab_size` (and Marian's `decoder_vocab_size`) become `len(tokenizer)`; every special-token id in
+    `SPECIAL_TOKEN_ATTRIBUTES` that held the config's pad / eos / bos id is given the tokenizer's id for the
+    same role (so BART's decoder still starts with eos, Marian's with pad); other ids outside the new
+    vocabulary become None. A missing `decoder_start_token_id` is left to `check_decoder_start_token_id`.
+    """
+    roles = {}
+    for role in ("pad", "eos", "bos"):
+        old, new = getattr(config, f"{role}_token_id", None), getattr(tokenizer, f"{role}_token_id")
+        if isinstance(old, int) and new is not None and old not in roles:
+            roles[old] = new
+    for attribute in SPECIAL_TOKEN_ATTRIBUTES:
+        value = getattr(config, attribute, None)
+        if isinstance(value, int):
+            if value in roles:
+                setattr(config, attribute, roles[value])
+            elif value >= len(tokenizer):
+                setattr(config, attribute, None)
+    for role in ("pad", "eos", "bos"):  # roles the old config did not have
+        if getattr(config, f"{role}_token_id", None) is None and getattr(tokenizer, f"{role}_token_id") is not None:
+            setattr(config, f"{role}_token_id", getattr(tokenizer, f"{role}_token_id"))
+    config.vocab_size = len(tokenizer)
+    if getattr(config, "decoder_vocab_size", None) is not None:
+        config.decoder_vocab_size = len(tokenizer)
+
+
+def language_token_id(tokenizer, code):
+    """Id of a multilingual tokenizer's language-code token (`en_XX`, `__en__` for M2M100 code `en`,
+    `eng_Latn`), or None when the tokenizer does not know the code."""
+    if hasattr(tokenizer, "get_lang_id"):  # M2M100: code "en" -> token "__en__"
+        try:
+            return tokenizer.get_lang_id(code)
+        except KeyError:
+            return None
+    token_id = tokenizer.convert_tokens_to_ids(code)
+    return None if token_id is None or token_id == tokenizer.unk_token_id else token_id
+
+
+def set_language_codes(args, tokenizer, model):
+    """For mBART / mBART-50 / M2M100 / NLLB tokenizers: `tokenizer.src_lang/tgt_lang` from --source_lang and
+    --target_lang (so the right language codes surround sources and labels), and the first generated
+    token: mBART (cc25) decoders start with the target code (`decoder_start_token_id`), the others are
+    forced to emit it after the start token (`forced_bos_token_id`), on both the config and the generation
+    config. Does nothing for other tokenizers.
+
+    Returns:
+        True when the tokenizer is multilingual.
+
+    Raises:
+        ValueError: naming the flag when a language code is unknown to the tokenizer.
+    """
+    names = {cls.__name__ for cls in type(tokenizer).__mro__}
+    if not names & set(MULTILINGUAL_TOKENIZERS):
+        return False
+    ids = {}
+    for flag, code in (("--source_lang", args.source_lang), ("--target_lang", args.target_lang)):
+        ids[flag] = language_token_id(tokenizer, code)
+        if ids[flag] is None:
+            raise ValueError(
+                f"{flag} {code}: not a language code of this {type(tokenizer).__name__} (e.g. en_XX/de_DE for "
+                "mBART, en/de for M2M100, eng_Latn/deu_Latn for NLLB)."
+            )
+    tokenizer.src_lang = args.source_lang
+    tokenizer.tgt_lang = args.target_lang
+    if names & set(MBART_TOKENIZERS):
+        settings = {"decoder_start_token_id": ids["--target_lang"]}
+    else:
+        settings = {"forced_bos_token_id": ids["--target_lang"]}
+    for name, value in settings.items():
+        setattr(model.config, name, value)
+        setattr(model.generation_config, name, value)
+        logger.info(f"{name} = {value} ({args.target_lang})")
+    return True
+
+
+def check_decoder_start_token_id(model, tokenizer):
+    """Makes sure the decoder has a start token in its vocabulary, on the config and the generation config.
+
+    A missing one is set to the pad token for the families in `PAD_STARTED_MODEL_TYPES` (T5's configs
+    in transformers 5 no longer carry it), and taken from the generation config when only that has it.
+
+    Raises:
+        ValueError: when it is still missing, or is not an id of the model's vocabulary.
+    """
+    config = model.config
+    value = getattr(config, "decoder_start_token_id", None)
+    if value is None:
+        value = getattr(model.generation_config, "decoder_start_token_id", None)
+    if value is None and config.model_type in PAD_STARTED_MODEL_TYPES and tokenizer.pad_token_id is not None:
+        value = tokenizer.pad_token_id
+        logger.info(f"decoder_start_token_id = pad_token_id = {value} ({config.model_type} convention)")
+    if value is None:
+        raise ValueError(
+            f"The {config.model_type} config has no decoder_start_token_id; set it in the config "
+            "(--config_name) or generation_config.json of the model."
+        )
+    vocab_size = model.get_output_embeddings().weight.shape[0]
+    if not 0 <= value < vocab_size:
+        raise ValueError(f"decoder_start_token_id {value} is outside the model's vocabulary (size {vocab_size}).")
+    config.decoder_start_token_id = value
+    model.generation_config.decoder_start_token_id = value
+
+
+def preprocess(args, raw_datasets, tokenizer, source_key, target_key, accelerator):
+    """Tokenises sources (with --source_prefix) and targets (as labels).
+
+    Training labels keep --max_target_length tokens, validation and test labels --val_max_target_length.
+    With --pad_to_max_length and --ignore_pad_token_for_loss, label padding becomes -100 here (otherwise
+    the collator pads labels with -100).
+
+    Returns:
+        {split: tokenised Dataset} with input_ids, attention_mask and (when the split has targets) labels.
+    """
+    prefix = args.source_prefix or ""
+    padding = "max_length" if args.pad_to_max_length else False
+
+    def tokenize(examples, max_target_length):
+        pairs = examples["translation"]
+        model_inputs = tokenizer(
+            [prefix + pair[source_key] for pair in pairs],
+            max_length=args.max_source_length, padding=padding, truncation=True,
+        )
+        if target_key is not None and all(isinstance(pair.get(target_key), str) for pair in pairs):
+            # `text_target` tokenises with the target-side settings (mBART's target language code).
+            labels = tokenizer(
+                text_target=[pair[target_key] for pair in pairs],
+                max_length=max_target_length, padding=padding, truncation=True,
+            )["input_ids"]
+            if padding == "max_length" and args.ignore_pad_token_for_loss:
+                labels = [[(t if t != tokenizer.pad_token_id else -100) for t in label] for label in labels]
+            model_inputs["labels"] = labels
+        return model_inputs
+
+    processed = {}
+    # The main process tokenises first and writes the datasets cache; the others then read it.
+    with accelerator.main_process_first():
+        for split, dataset in raw_datasets.items():
+            processed[split] = dataset.map(
+                tokenize,
+                batched=True,
+                fn_kwargs={"max_target_length": args.max_target_length if split == "train"
+                           else args.val_max_target_length},
+                num_proc=args.preprocessing_num_workers,
+                remove_columns=dataset.column_names,
+                load_from_cache_file=not args.overwrite_cache,
+                desc=f"Tokenizing {split}",
+            )
+    return processed
+
+
+def compute_metrics(predictions, references):
+    """Corpus BLEU (Papineni et al., 2002) and chrF (Popović, 2015), as computed by sacreBLEU (Post, 2018)
+    with its default settings (BLEU: 13a tokenisation, exponential smoothing; chrF: character 6-grams,
+    beta 2) on detokenised text.
+
+    Args:
+        predictions: list of N generated strings; references: list of N reference strings.
+
+    Returns:
+        {"bleu": float, "chrf": float}, both on a 0-100 scale.
+    """
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions for {len(references)} references.")
+    return {
+        "bleu": sacrebleu.corpus_bleu(predictions, [references]).score,
+        "chrf": sacrebleu.corpus_chrf(predictions, [references]).score,
+    }
+
+
+def generate_translations(model, dataloader, accelerator, tokenizer, gen_kwargs):
+    """Generates a translation for every example of `dataloader` on every process.
+
+    Each process generates for its share of the batches with the unwrapped model (DDP's wrapper has no
+    `generate`); the outputs are padded to the same length across processes, gathered with
+    `gather_for_metrics` (which drops the samples the distributed sampler repeated to even out the
+    batches), and decoded without special tokens.
+
+    Returns:
+        (translations, generated_lengths): lists of strings and token counts (pad excluded), one per
+        example of the dataset, in dataset order, on every process.
+    """
+    model.eval()
+    unwrapped = accelerator.unwrap_model(model)
+    gen_kwargs = dict(gen_kwargs)
+    if accelerator.distributed_type == DistributedType.FSDP or (
+        accelerator.distributed_type == DistributedType.DEEPSPEED
+        and accelerator.state.deepspeed_plugin.zero_stage == 3
+    ):
+        gen_kwargs["synced_gpus"] = True  # sharded weights: every process must run the same number of steps
+    translations, lengths = [], []
+    for batch in dataloader:
+        with torch.no_grad():
+            generated = unwrapped.generate(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **gen_kwargs
+            )
+        generated = accelerator.pad_across_processes(generated, dim=1, pad_index=tokenizer.pad_token_id)
+        generated = accelerator.gather_for_metrics(generated).cpu()
+        lengths += (generated != tokenizer.pad_token_id).sum(dim=1).tolist()
+        translations += [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
+    return translations, lengths
+
+
+def write_predictions(path, translations):
+    """One translation per line (line breaks inside a translation become spaces), UTF-8."""
+    with open(path, "w", encoding="utf-8") as f:
+        for text in translations:
+            f.write(" ".join(text.splitlines()) + "\n")
+
+
+def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
+    """Generates translations and scores them against `references` (the raw target texts, in order).
+
+    Returns:
+        (metrics, translations): {"bleu", "chrf", "gen_len"} (gen_len: mean generated tokens) and the list of
+        translations.
+    """
+    translations, lengths = generate_translations(model, dataloader, accelerator, tokenizer, gen_kwargs)
+    metrics = compute_metrics(translations, references)
+    metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
+    return metrics, translations
+
+
+def load_tokenizer(args, raw_datasets, source_key, target_key, accelerator):
+    """The tokenizer from --tokenizer_name / --model_name_or_path, or (--train_tokenizer_vocab_size) one
+    trained on the training text by the main process and saved in --output_dir (reused when resuming)."""
+    if args.train_tokenizer_vocab_size is None:
+        return AutoTokenizer.from_pretrained(
+            args.tokenizer_name or args.model_name_or_path,
+            use_fast=not args.use_slow_tokenizer,
+            trust_remote_code=args.trust_remote_code,
+        )
+    if "train" not in raw_datasets:
+        raise ValueError("--train_tokenizer_vocab_size needs training data to train the tokenizer on.")
+    saved = os.path.join(args.output_dir, "tokenizer.json")
+    with accelerator.main_process_first():
+        if accelerator.is_main_process and not (args.resume_from_checkpoint and os.path.isfile(saved)):
+            pairs = raw_datasets["train"]["translation"]
+            texts = [pair[key] for pair in pairs for key in (source_key, target_key)]
+            logger.info(f"Training a {args.train_tokenizer_vocab_size}-token BPE tokenizer on {len(texts)} lines")
+            train_seq2seq_tokenizer(texts, args.output_dir, args.train_tokenizer_vocab_size)
+    return AutoTokenizer.from_pretrained(args.output_dir)
+
+
+def load_model(args, tokenizer):
+    """The seq2seq model: a checkpoint (--model_name_or_path) or a new one from --config_name / --model_type
+    (+ --config_overrides) whose special-token ids are fitted to the tokenizer.
+
+    Raises:
+        ValueError: naming the flag when the model type is not an encoder-decoder (seq2seq) one.
+    """
+    if args.config_name or args.model_name_or_path:
+        config = AutoConfig.from_pretrained(
+            args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
+        )
+    else:
+        config = CONFIG_MAPPING[args.model_type]()
+    if config.model_type not in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES and not args.trust_remote_code:
+        flag = "--config_name" if args.config_name else "--model_name_or_path"
+        raise ValueError(f"{flag} {args.config_name or args.model_name_or_path}: model type {config.model_type!r} "
+                         f"is not an encoder-decoder model; expected one of {MODEL_TYPES}.")
+    if args.model_name_or_path:
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            args.model_name_or_path, config=config, trust_remote_code=args.trust_remote_code
+        )
+        # A tokenizer with added tokens needs a larger embedding matrix.
+        if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+            model.resize_token_embeddings(len(tokenizer))
+        return model
+    if args.config_overrides:
+        logger.info(f"Overriding config: {args.config_overrides}")
+        config.update_from_string(args.config_overrides)
+    fit_config_to_tokenizer(config, tokenizer)
+    if getattr(config, "decoder_start_token_id", None) is None and config.model_type in PAD_STARTED_MODEL_TYPES:
+        config.decoder_start_token_id = tokenizer.pad_token_id
+    logger.info(f"Training a new {config.model_type} model from scratch")
+    return AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=args.trust_remote_code)
+
+
+def training_function(args):
+    accelerator = build_accelerator(args)
+    setup_logging(accelerator, logger)
+
+    raw_datasets, source_key, target_key = load_raw_datasets(args)
+    tokenizer = load_tokenizer(args, raw_datasets, source_key, target_key, accelerator)
+    model = load_model(args, tokenizer)
+    set_language_codes(args, tokenizer, model)
+    check_decoder_start_token_id(model, tokenizer)
+    if args.source_prefix is None and args.model_name_or_path and model.config.model_type == "t5":
+        logger.warning(
+            "You're running a T5 checkpoint without --source_prefix; T5 was trained with task prefixes such as "
+            "--source_prefix 'translate English to German: '."
+        )
+
+    processed = preprocess(args, raw_datasets, tokenizer, source_key, target_key, accelerator)
+    train_dataset, eval_dataset, predict_dataset = (processed.get(s) for s in SPLITS)
+    # BLEU is computed against the raw reference text, not the decoded (truncated, normalised) labels.
+    eval_references = [pair[target_key] for pair in raw_datasets["validation"]["translation"]]
+    eval_sources = [pair[source_key] for pair in raw_datasets["validation"]["translation"]]
+
+    if args.pad_to_max_length:
+        data_collator = default_data_collator
+    else:
+        # Pads inputs with the pad token and labels with -100 (or the pad token), and builds
+        # decoder_input_ids from the labels; multiples of 8 let fp16/bf16 matmuls use tensor cores.
+        data_collator = DataCollatorForSeq2Seq(
+            tokenizer,
+            model=model,
+            label_pad_token_id=-100 if args.ignore_pad_token_for_loss else tokenizer.pad_token_id,
+            pad_to_multiple_of=8 if accelerator.mixed_precision != "no" else None,
+        )
+    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
+    # so the dropout masks after a resume are those of the uninterrupted run.
+    train_dataloader = DataLoader(
+        train_dataset,
+        shuffle=True,
+        collate_fn=data_collator,
+        batch_size=args.per_device_train_batch_size,
+        num_workers=args.dataloader_num_workers,
+        generator=torch.Generator(),
+    ) if train_dataset is not None else None
+    eval_dataloader = DataLoader(
+        eval_dataset,
+        collate_fn=data_collator,
+        batch_size=args.per_device_eval_batch_size,
+        num_workers=args.dataloader_num_workers,
+        generator=torch.Generator(),
+    )
+
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
+    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
+    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
+        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
+    )
+    lr_scheduler = build_lr_scheduler(
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+    )
+
+    model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
+        model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
+    )
+    if train_dataloader is not None and len(train_dataloader) != num_batches:
+        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
+
+    # Trackers store the run's flags; the step unit of every logged value is `completed_steps`.
+    init_trackers(accelerator, "translation_no_trainer", args)
+    gen_kwargs = {"max_length": args.val_max_target_length}
+    if args.num_beams is not None:  # otherwise the model's generation config decides
+        gen_kwargs["num_beams"] = args.num_beams
+
+    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
+    logger.info("***** Running training *****")
+    logger.info(f"  Num examples = {len(train_dataset) if train_dataset is not None else 0}")
+    logger.info(f"  Num epochs = {num_train_epochs}")
+    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
+    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
+    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
+    logger.info(f"  Total optimization steps = {max_train_steps}")
+
+    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
+    if args.resume_from_checkpoint:
+        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
+        if checkpoint is None:
+            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
+        else:
+            logger.info(f"Resuming from {checkpoint}")
+            accelerator.load_state(str(checkpoint))
+            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
+            starting_epoch, batches_to_skip = resume_position(
+                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
+            )
+
+    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
+    progress_bar.update(completed_steps)
+    num_samples = num_tokens = num_padding = 0
+    train_loss, train_micro_batches = 0.0, 0
+    eval_metrics = translations = None
+    train_start = time.perf_counter()
+
+    for epoch in range(starting_epoch, num_train_epochs):
+        if completed_steps >= max_train_steps:
+            break
+        model.train()
+        # The shuffling order of an epoch depends on (seed, epoch) only; set it explicitly so that a
+        # resumed run (whose skipping DataLoader is a new object) replays the same order.
+        train_dataloader.set_epoch(epoch)
+        if epoch == starting_epoch and batches_to_skip > 0:
+            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
+            active_dataloader.set_epoch(epoch)
+        else:
+            active_dataloader = train_dataloader
+        epoch_loss = torch.zeros((), device=accelerator.device)
+        epoch_micro_batches = 0
+        for batch in active_dataloader:
+            tokens, padding = count_tokens(batch)
+            num_samples += batch["input_ids"].shape[0]
+            num_tokens += tokens
+            num_padding += padding
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step
+            # only every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
+            with accelerator.accumulate(model):
+                outputs = model(**batch)
+                loss = outputs.loss
+                accelerator.backward(loss)
+                optimizer.step()
+                lr_scheduler.step()
+                optimizer.zero_grad()
+            epoch_loss += loss.detach()
+            epoch_micro_batches += 1
+
+            if accelerator.sync_gradients:  # an optimizer step happened
+                completed_steps += 1
+                progress_bar.update(1)
+                if args.with_tracking:
+                    accelerator.log(
+                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": loss.item()}, step=completed_steps
+                    )
+                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
+                    save_checkpoint(
+                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
+                        args.checkpoints_total_limit,
+                    )
+                if completed_steps >= max_train_steps:
+                    break
+
+        train_loss += epoch_loss.item()
+        train_micro_batches += epoch_micro_batches
+        eval_metrics, translations = evaluate(
+            model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references
+        )
+        logger.info(f"epoch {epoch}: {eval_metrics}")
+        if args.with_tracking:
+            accelerator.log(
+                {
+                    **{f"eval_{k}": v for k, v in eval_metrics.items()},
+                    "train_loss": epoch_loss.item() / max(epoch_micro_batches, 1),
+                    "epoch": epoch,
+                },
+                step=completed_steps,
+            )
+        if args.checkpointing_steps == "epoch":
+            save_checkpoint(
+                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
+            )
+    train_seconds = time.perf_counter() - train_start
+
+    if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
+        eval_metrics, translations = evaluate(
+            model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references
+        )
+        logger.info(f"evaluation: {eval_metrics}")
+
+    results = {f"eval_{k}": v for k, v in eval_metrics.items()}
+    # Baseline: the source sentence itself as the translation (names and numbers often carry over).
+    results["eval_copy_source_bleu"] = compute_metrics(eval_sources, eval_references)["bleu"]
+    results["eval_samples"] = len(eval_dataset)
+    results["train_steps"] = completed_steps
+    results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
+    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
+    if accelerator.is_main_process:
+        os.makedirs(args.output_dir, exist_ok=True)
+        write_predictions(os.path.join(args.output_dir, "generated_predictions.txt"), translations)
+
+    if predict_dataset is not None:
+        predict_dataloader = accelerator.prepare(
+            DataLoader(predict_dataset, collate_fn=data_collator, batch_size=args.per_device_eval_batch_size)
+        )
+        test_translations, _ = generate_translations(model, predict_dataloader, accelerator, tokenizer, gen_kwargs)
+        test_pairs = raw_datasets["test"]["translation"]
+        if target_key is not None and all(isinstance(pair.get(target_key), str) for pair in test_pairs):
+            test_metrics = compute_metrics(test_translations, [pair[target_key] for pair in test_pairs])
+            results.update({f"predict_{k}": v for k, v in test_metrics.items()})
+        results["predict_samples"] = len(predict_dataset)
+        if accelerator.is_main_process:
+            write_predictions(os.path.join(args.output_dir, "predict_generated_predictions.txt"), test_translations)
+
+    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
+        save_model(accelerator, model, args.output_dir, tokenizer)
+    write_all_results(accelerator, args.output_dir, results)
+    if accelerator.is_main_process:
+        logger.info(f"Results: {results}")
+    push_to_hub(accelerator, args)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return results
+
+
+def main(argv=None):
+    """Parses `argv` (default: sys.argv) and trains. `notebook_launcher(main, (argv,), num_processes=2)`
+    runs it from a notebook."""
+    args = parse_args(argv)
+    validate_args(args)
+    return training_function(args)
+
+
+if __name__ == "__main__":
+    main()

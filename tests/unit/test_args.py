@@ -102,7 +102,8 @@ def test_output_dir_with_results_is_protected(tmp_path):
     out.mkdir()
     (out / "all_results.json").write_text("{}")
     (out / "step_10").mkdir()
-    with pytest.raises(ValueError, match=r"already holds results .*all_results\.json, step_10.*--overwrite_output_dir"):
+    expected = r"already holds results .*all_results\.json, step_10.*--overwrite_output_dir"
+    with pytest.raises(ValueError, match=expected):
         validate_common_args(parse(["--train_file", str(train)], tmp_path))
     validate_common_args(parse(["--train_file", str(train), "--overwrite_output_dir"], tmp_path))
     validate_common_args(parse(["--train_file", str(train), "--resume_from_checkpoint", "latest"], tmp_path))

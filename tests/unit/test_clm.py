@@ -7,10 +7,11 @@ import json
 import math
 
 import pytest
-import run_clm
 import torch
 import train_tokenizer
 from accelerate import PartialState
+
+import run_clm
 
 LINES = ["the cat sees a horse .", "", "a dog likes the bird .", "my friend calls her brother ."]
 

@@ -10,10 +10,11 @@ import datasets
 import mnist_to_imagefolder
 import numpy as np
 import pytest
-import run_image_classification as ric
-from conftest import SHARED_DATA
 from PIL import Image
 from transformers import CLIPImageProcessorPil, ConvNextImageProcessorPil, ViTConfig, ViTImageProcessorPil
+
+import run_image_classification as ric
+from conftest import SHARED_DATA
 
 
 def rgb_of(image):

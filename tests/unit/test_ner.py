@@ -5,9 +5,10 @@ import json
 
 import datasets
 import pytest
+from transformers import BertConfig
+
 import run_ner
 from conftest import SHARED_DATA, train_wordpiece_tokenizer
-from transformers import BertConfig
 
 CONLL = """-DOCSTART- -X- -X- O
 

@@ -8,9 +8,10 @@ import logging
 
 import numpy as np
 import pytest
-import run_qa
 import split_squad_by_article
 from accelerate import PartialState
+
+import run_qa
 from conftest import train_wordpiece_tokenizer
 from run_qa import (
     align_answer_start,

@@ -6,9 +6,10 @@ import math
 
 import datasets
 import pytest
-import run_translation
 import torch
 from accelerate import PartialState
+
+import run_translation
 from conftest import SHARED_DATA
 
 PAIRS = [("a small dog runs", "ein kleiner hund rennt"), ("the cat sleeps", "die katze schläft"),

@@ -366,7 +366,8 @@ def load_raw_datasets(args):
     paths = {}
     if args.dataset_name is not None:
         raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
-        raw = datasets.DatasetDict({split: raw[split] for split in SPLITS if split in raw})
+        # Train and evaluate; a Hub test split is not translated (pass it as --test_file to do so).
+        raw = datasets.DatasetDict({split: raw[split] for split in ("train", "validation") if split in raw})
     else:
         json_files = {split: getattr(args, f"{split}_file") for split in SPLITS}
         raw = load_data_files(json_files) if any(json_files.values()) else datasets.DatasetDict()

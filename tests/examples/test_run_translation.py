@@ -9,8 +9,9 @@ import random
 import shutil
 
 import pytest
-import run_translation
 import torch
+
+import run_translation
 from conftest import SHARED_DATA, launch, read_results
 
 LEXICON = {

@@ -1,0 +1,493 @@
+"""Train or fine-tune an encoder-decoder model for summarization with 🤗 Accelerate; evaluate by generation.
+
+Inputs: a Hub dataset (`--dataset_name cnn_dailymail --dataset_config_name 3.0.0`) or `--train_file`,
+`--validation_file` and optionally `--test_file` in CSV, JSON or JSON Lines with a document column and a
+summary column (`--text_column`/`--summary_column`; default: the Hub dataset's own names, else `text` and
+`summary`). Models: any seq2seq checkpoint (BART, T5 with `--source_prefix "summarize: "`, Pegasus, ...) via
+`--model_name_or_path`, or a new one from `--model_type`/`--config_name` (with `--tokenizer_name`, or a tokenizer
+trained on the training text with `--train_tokenizer_vocab_size`). Metric: ROUGE-1/2/L/Lsum F1 (Google's
+`rouge-score`, Porter stemming) of the generated summaries against the reference summaries, next to the
+lead-3 baseline (the document's first three sentences); the summaries go to `generated_predictions.txt`.
+
+The seq2seq machinery (tokenizer training, config fitting, decoder start, generation across processes) is
+shared with `run_translation.py` and imported from it.
+
+    accelerate launch examples/run_summarization.py \\
+        --model_name_or_path facebook/bart-base --dataset_name cnn_dailymail --dataset_config_name 3.0.0 \\
+        --per_device_train_batch_size 8 --learning_rate 5e-5 --num_train_epochs 1 --num_beams 4 \\
+        --seed 42 --output_dir outputs/bart-cnn
+"""
+
+import argparse
+import os
+import re
+import time
+
+import datasets
+import torch
+from accelerate.logging import get_logger
+from rouge_score import rouge_scorer
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+from transformers import AutoTokenizer, DataCollatorForSeq2Seq, default_data_collator
+
+from common.args import add_common_args, positive_int, validate_common_args
+from common.checkpointing import (
+    checkpoint_completed_steps,
+    resolve_checkpoint,
+    resume_position,
+    save_checkpoint,
+)
+from common.data import SPLIT_FLAGS, load_data_files, require_columns
+from common.launch import build_accelerator, setup_logging
+from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
+from common.saving import push_to_hub, save_model, write_all_results
+from common.throughput import count_tokens, throughput_metrics
+from common.tracking import init_trackers
+
+# Seq2seq helpers shared with the translation script (candidates for a common/seq2seq.py).
+from run_translation import (
+    MODEL_TYPES,
+    check_decoder_start_token_id,
+    generate_translations,
+    load_model,
+    train_seq2seq_tokenizer,
+    write_predictions,
+)
+
+logger = get_logger(__name__)
+
+# Hub dataset -> (document column, summary column), as in the transformers summarization examples.
+SUMMARIZATION_NAME_MAPPING = {
+    "cnn_dailymail": ("article", "highlights"),
+    "abisee/cnn_dailymail": ("article", "highlights"),
+    "xsum": ("document", "summary"),
+    "EdinburghNLP/xsum": ("document", "summary"),
+    "samsum": ("dialogue", "summary"),
+    "multi_news": ("document", "summary"),
+    "billsum": ("text", "summary"),
+    "big_patent": ("description", "abstract"),
+    "wiki_summary": ("article", "highlights"),
+}
+ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+# A sentence ends with . ! or ? followed by white space (used for rougeLsum and the lead-3 baseline;
+# nltk's punkt model would need a download).
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser, file_extensions=("csv", "json", "jsonl"))
+    task = parser.add_argument_group("summarization")
+    task.add_argument("--text_column", type=str, default=None, help="Column holding the documents.")
+    task.add_argument("--summary_column", type=str, default=None, help="Column holding the reference summaries.")
+    task.add_argument(
+        "--source_prefix", type=str, default=None, help='Text put before every document, e.g. "summarize: " for T5.'
+    )
+    task.add_argument(
+        "--max_source_length", type=positive_int, default=1024, help="Document tokens kept after tokenisation."
+    )
+    task.add_argument(
+        "--max_target_length", type=positive_int, default=128, help="Summary tokens kept in the training labels."
+    )
+    task.add_argument(
+        "--val_max_target_length",
+        type=positive_int,
+        default=None,
+        help="Summary tokens kept in evaluation labels and the maximum generated length "
+        "(default: --max_target_length).",
+    )
+    task.add_argument(
+        "--pad_to_max_length",
+        action="store_true",
+        help="Pad every example to the maximum lengths (default: pad each batch to its longest example).",
+    )
+    task.add_argument(
+        "--ignore_pad_token_for_loss",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Label padding is -100, so padded positions do not count in the loss.",
+    )
+    task.add_argument(
+        "--num_beams", type=positive_int, default=None, help="Beams for generation (default: the model's)."
+    )
+    scratch = parser.add_argument_group("model from scratch")
+    scratch.add_argument("--model_type", type=str, default=None, choices=MODEL_TYPES,
+                         help="Train a new model of this type when no --model_name_or_path is given.")
+    scratch.add_argument("--config_overrides", type=str, default=None,
+                         help="Override config values of a new model, e.g. 'd_model=256,encoder_layers=3'.")
+    scratch.add_argument(
+        "--train_tokenizer_vocab_size",
+        type=positive_int,
+        default=None,
+        help="Train a new BPE tokenizer with this many tokens on the training documents and summaries, save it "
+        "in --output_dir and use it; for models trained from scratch.",
+    )
+    args = parser.parse_args(argv)
+    if args.model_name_or_path is None and args.config_name is None and args.model_type is None:
+        parser.error("Need --model_name_or_path, or --model_type/--config_name to train a new model.")
+    if args.config_overrides is not None and args.model_name_or_path is not None:
+        parser.error("--config_overrides changes a new model's config; it cannot be used with --model_name_or_path.")
+    if args.model_name_or_path is None and args.tokenizer_name is None and args.train_tokenizer_vocab_size is None:
+        parser.error("A new model needs --tokenizer_name, or --train_tokenizer_vocab_size to train a tokenizer.")
+    if args.train_tokenizer_vocab_size is not None and (args.model_name_or_path or args.tokenizer_name):
+        parser.error("--train_tokenizer_vocab_size trains a tokenizer for a new model; do not combine it with "
+                     "--model_name_or_path or --tokenizer_name.")
+    if args.val_max_target_length is None:
+        args.val_max_target_length = args.max_target_length
+    if args.dataset_name is None and args.validation_file is None:
+        parser.error("Need --validation_file (or --dataset_name): the summaries are evaluated on it.")
+    if args.dataset_name is None and args.train_file is None and args.max_train_steps != 0:
+        parser.error("Need --train_file, or --max_train_steps 0 to evaluate the model only.")
+    return args
+
+
+def load_raw_datasets(args):
+    """Loads the data and finds its document and summary columns.
+
+    Returns:
+        (raw_datasets, text_column, summary_column); --max_*_samples are applied.
+
+    Raises:
+        ValueError: naming the file (or split), the missing column and the columns present; or the
+            file and example whose document or summary is empty or not text.
+    """
+    files = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
+    if args.dataset_name is not None:
+        raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
+        raw = datasets.DatasetDict({split: raw[split] for split in ("train", "validation") if split in raw})
+    else:
+        raw = load_data_files(files)
+    default_text, default_summary = SUMMARIZATION_NAME_MAPPING.get(args.dataset_name, ("text", "summary"))
+    text_column = args.text_column or default_text
+    summary_column = args.summary_column or default_summary
+    for split, dataset in raw.items():
+        needed = [text_column] + ([summary_column] if split != "test" or summary_column in dataset.column_names
+                                  else [])
+        try:
+            require_columns(dataset, needed, split, files.get(split))
+        except ValueError as error:
+            raise ValueError(f"{error} Pass --text_column/--summary_column.") from None
+        for column in needed:
+            for index, value in enumerate(dataset[column]):
+                if not isinstance(value, str) or not value.strip():
+                    where = f"{SPLIT_FLAGS[split]} {files[split]}" if files.get(split) else f"the {split} split"
+                    raise ValueError(f"{where}, example {index}: column '{column}' is empty or not text ({value!r}).")
+        limit = {"train": args.max_train_samples, "validation": args.max_eval_samples,
+                 "test": args.max_predict_samples}[split]
+        if limit is not None:
+            raw[split] = dataset.select(range(min(limit, len(dataset))))
+    return raw, text_column, summary_column
+
+
+def split_sentences(text):
+    """Sentences of `text`: split after . ! or ? followed by white space."""
+    return [s for s in SENTENCE_END.split(text.strip()) if s]
+
+
+def lead_sentences(text, n=3):
+    """The first `n` sentences of a document (the lead-3 baseline of See et al., 2017)."""
+    return " ".join(split_sentences(text)[:n])
+
+
+def compute_rouge(predictions, references):
+    """ROUGE (Lin, 2004) F1 with Google's `rouge-score` and Porter stemming, averaged over examples, x100.
+
+    rougeLsum (summary-level LCS) is computed with one sentence per line, as in the transformers examples;
+    rougeL treats each text as one sequence.
+
+    Args:
+        predictions, references: lists of N strings.
+
+    Returns:
+        {"rouge1", "rouge2", "rougeL", "rougeLsum"}: floats on a 0-100 scale.
+
+    Raises:
+        ValueError: when the lists differ in length or are empty.
+    """
+    if len(predictions) != len(references) or not predictions:
+        raise ValueError(f"{len(predictions)} predictions for {len(references)} references.")
+    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
+    totals = dict.fromkeys(ROUGE_TYPES, 0.0)
+    for prediction, reference in zip(predictions, references):
+        # score(target, prediction): the reference comes first.
+        scores = scorer.score("\n".join(split_sentences(reference)), "\n".join(split_sentences(prediction)))
+        for rouge_type in ROUGE_TYPES:
+            totals[rouge_type] += scores[rouge_type].fmeasure
+    return {rouge_type: 100 * total / len(predictions) for rouge_type, total in totals.items()}
+
+
+def preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accelerator):
+    """Tokenises documents (with --source_prefix) and summaries (as labels; training labels keep
+    --max_target_length tokens, the others --val_max_target_length).
+
+    Returns:
+        {split: tokenised Dataset} with input_ids, attention_mask and (when the split has summaries) labels.
+    """
+    prefix = args.source_prefix or ""
+    padding = "max_length" if args.pad_to_max_length else False
+
+    def tokenize(examples, max_target_length):
+        model_inputs = tokenizer(
+            [prefix + text for text in examples[text_column]],
+            max_length=args.max_source_length, padding=padding, truncation=True,
+        )
+        if summary_column in examples:
+            labels = tokenizer(
+                text_target=examples[summary_column], max_length=max_target_length, padding=padding, truncation=True
+            )["input_ids"]
+            if padding == "max_length" and args.ignore_pad_token_for_loss:
+                labels = [[(t if t != tokenizer.pad_token_id else -100) for t in label] for label in labels]
+            model_inputs["labels"] = labels
+        return model_inputs
+
+    processed = {}
+    with accelerator.main_process_first():
+        for split, dataset in raw_datasets.items():
+            processed[split] = dataset.map(
+                tokenize,
+                batched=True,
+                fn_kwargs={"max_target_length": args.max_target_length if split == "train"
+                           else args.val_max_target_length},
+                num_proc=args.preprocessing_num_workers,
+                remove_columns=dataset.column_names,
+                load_from_cache_file=not args.overwrite_cache,
+                desc=f"Tokenizing {split}",
+            )
+    return processed
+
+
+def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
+    """Generates summaries for every example (in dataset order, see `run_translation.generate_translations`)
+    and scores them against `references`.
+
+    Returns:
+        (metrics, summaries): {"rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len"} and the summaries.
+    """
+    summaries, lengths = generate_translations(model, dataloader, accelerator, tokenizer, gen_kwargs)
+    metrics = compute_rouge(summaries, references)
+    metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
+    return metrics, summaries
+
+
+def load_tokenizer(args, raw_datasets, text_column, summary_column, accelerator):
+    """As `run_translation.load_tokenizer`, training on the documents and summaries."""
+    if args.train_tokenizer_vocab_size is None:
+        return AutoTokenizer.from_pretrained(
+            args.tokenizer_name or args.model_name_or_path,
+            use_fast=not args.use_slow_tokenizer,
+            trust_remote_code=args.trust_remote_code,
+        )
+    saved = os.path.join(args.output_dir, "tokenizer.json")
+    with accelerator.main_process_first():
+        if accelerator.is_main_process and not (args.resume_from_checkpoint and os.path.isfile(saved)):
+            train = raw_datasets["train"]
+            texts = list(train[text_column]) + list(train[summary_column])
+            logger.info(f"Training a {args.train_tokenizer_vocab_size}-token BPE tokenizer on {len(texts)} texts")
+            train_seq2seq_tokenizer(texts, args.output_dir, args.train_tokenizer_vocab_size)
+    return AutoTokenizer.from_pretrained(args.output_dir)
+
+
+def training_function(args):
+    accelerator = build_accelerator(args)
+    setup_logging(accelerator, logger)
+
+    raw_datasets, text_column, summary_column = load_raw_datasets(args)
+    tokenizer = load_tokenizer(args, raw_datasets, text_column, summary_column, accelerator)
+    model = load_model(args, tokenizer)
+    check_decoder_start_token_id(model, tokenizer)
+    if args.source_prefix is None and args.model_name_or_path and model.config.model_type == "t5":
+        logger.warning("You're running a T5 checkpoint without --source_prefix; T5 was trained with task prefixes "
+                       "such as --source_prefix 'summarize: '.")
+
+    processed = preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accelerator)
+    train_dataset, eval_dataset, predict_dataset = (processed.get(s) for s in ("train", "validation", "test"))
+    eval_references = list(raw_datasets["validation"][summary_column])
+    eval_documents = list(raw_datasets["validation"][text_column])
+
+    if args.pad_to_max_length:
+        data_collator = default_data_collator
+    else:
+        data_collator = DataCollatorForSeq2Seq(
+            tokenizer,
+            model=model,
+            label_pad_token_id=-100 if args.ignore_pad_token_for_loss else tokenizer.pad_token_id,
+            pad_to_multiple_of=8 if accelerator.mixed_precision != "no" else None,
+        )
+    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
+    # so the dropout masks after a resume are those of the uninterrupted run.
+    train_dataloader = DataLoader(
+        train_dataset,
+        shuffle=True,
+        collate_fn=data_collator,
+        batch_size=args.per_device_train_batch_size,
+        num_workers=args.dataloader_num_workers,
+        generator=torch.Generator(),
+    ) if train_dataset is not None else None
+    eval_dataloader = DataLoader(
+        eval_dataset,
+        collate_fn=data_collator,
+        batch_size=args.per_device_eval_batch_size,
+        num_workers=args.dataloader_num_workers,
+        generator=torch.Generator(),
+    )
+
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
+    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
+        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
+    )
+    lr_scheduler = build_lr_scheduler(
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+    )
+
+    model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
+        model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
+    )
+    if train_dataloader is not None and len(train_dataloader) != num_batches:
+        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
+
+    init_trackers(accelerator, "summarization_no_trainer", args)
+    gen_kwargs = {"max_length": args.val_max_target_length}
+    if args.num_beams is not None:
+        gen_kwargs["num_beams"] = args.num_beams
+
+    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
+    logger.info("***** Running training *****")
+    logger.info(f"  Num examples = {len(train_dataset) if train_dataset is not None else 0}")
+    logger.info(f"  Num epochs = {num_train_epochs}")
+    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
+    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
+    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
+    logger.info(f"  Total optimization steps = {max_train_steps}")
+
+    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
+    if args.resume_from_checkpoint:
+        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
+        if checkpoint is None:
+            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
+        else:
+            logger.info(f"Resuming from {checkpoint}")
+            accelerator.load_state(str(checkpoint))
+            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
+            starting_epoch, batches_to_skip = resume_position(
+                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
+            )
+
+    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
+    progress_bar.update(completed_steps)
+    num_samples = num_tokens = num_padding = 0
+    train_loss, train_micro_batches = 0.0, 0
+    eval_metrics = summaries = None
+    train_start = time.perf_counter()
+
+    for epoch in range(starting_epoch, num_train_epochs):
+        if completed_steps >= max_train_steps:
+            break
+        model.train()
+        train_dataloader.set_epoch(epoch)
+        if epoch == starting_epoch and batches_to_skip > 0:
+            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
+            active_dataloader.set_epoch(epoch)
+        else:
+            active_dataloader = train_dataloader
+        epoch_loss = torch.zeros((), device=accelerator.device)
+        epoch_micro_batches = 0
+        for batch in active_dataloader:
+            tokens, padding = count_tokens(batch)
+            num_samples += batch["input_ids"].shape[0]
+            num_tokens += tokens
+            num_padding += padding
+            with accelerator.accumulate(model):
+                outputs = model(**batch)
+                loss = outputs.loss
+                accelerator.backward(loss)
+                optimizer.step()
+                lr_scheduler.step()
+                optimizer.zero_grad()
+            epoch_loss += loss.detach()
+            epoch_micro_batches += 1
+
+            if accelerator.sync_gradients:  # an optimizer step happened
+                completed_steps += 1
+                progress_bar.update(1)
+                if args.with_tracking:
+                    accelerator.log(
+                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": loss.item()}, step=completed_steps
+                    )
+                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
+                    save_checkpoint(
+                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
+                        args.checkpoints_total_limit,
+                    )
+                if completed_steps >= max_train_steps:
+                    break
+
+        train_loss += epoch_loss.item()
+        train_micro_batches += epoch_micro_batches
+        eval_metrics, summaries = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references)
+        logger.info(f"epoch {epoch}: {eval_metrics}")
+        if args.with_tracking:
+            accelerator.log(
+                {
+                    **{f"eval_{k}": v for k, v in eval_metrics.items()},
+                    "train_loss": epoch_loss.item() / max(epoch_micro_batches, 1),
+                    "epoch": epoch,
+                },
+                step=completed_steps,
+            )
+        if args.checkpointing_steps == "epoch":
+            save_checkpoint(
+                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
+            )
+    train_seconds = time.perf_counter() - train_start
+
+    if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
+        eval_metrics, summaries = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references)
+        logger.info(f"evaluation: {eval_metrics}")
+
+    results = {f"eval_{k}": v for k, v in eval_metrics.items()}
+    # Baseline: the document's first three sentences as its summary.
+    lead = compute_rouge([lead_sentences(doc) for doc in eval_documents], eval_references)
+    results.update({f"eval_lead3_{k}": v for k, v in lead.items()})
+    results["eval_samples"] = len(eval_dataset)
+    results["train_steps"] = completed_steps
+    results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
+    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
+    if accelerator.is_main_process:
+        os.makedirs(args.output_dir, exist_ok=True)
+        write_predictions(os.path.join(args.output_dir, "generated_predictions.txt"), summaries)
+
+    if predict_dataset is not None:
+        predict_dataloader = accelerator.prepare(
+            DataLoader(predict_dataset, collate_fn=data_collator, batch_size=args.per_device_eval_batch_size)
+        )
+        test_summaries, _ = generate_translations(model, predict_dataloader, accelerator, tokenizer, gen_kwargs)
+        if summary_column in raw_datasets["test"].column_names:
+            test_metrics = compute_rouge(test_summaries, list(raw_datasets["test"][summary_column]))
+            results.update({f"predict_{k}": v for k, v in test_metrics.items()})
+        results["predict_samples"] = len(predict_dataset)
+        if accelerator.is_main_process:
+            write_predictions(os.path.join(args.output_dir, "predict_generated_predictions.txt"), test_summaries)
+
+    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
+        save_model(accelerator, model, args.output_dir, tokenizer)
+    write_all_results(accelerator, args.output_dir, results)
+    if accelerator.is_main_process:
+        logger.info(f"Results: {results}")
+    push_to_hub(accelerator, args)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return results
+
+
+def main(argv=None):
+    """Parses `argv` (default: sys.argv) and trains. `notebook_launcher(main, (argv,), num_processes=2)`
+    runs it from a notebook."""
+    args = parse_args(argv)
+    validate_common_args(args)
+    return training_function(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from transformers import SchedulerType
 
+from .optimization import OPTIMIZER_CHOICES
 from .tracking import parse_report_to
 
 
@@ -185,6 +186,28 @@ def add_training_args(parser):
     )
     group.add_argument(
         "--dataloader_num_workers", type=non_negative_int, default=0, help="Worker processes per DataLoader."
+    )
+    group.add_argument(
+        "--optim",
+        type=str,
+        default="adamw_torch",
+        choices=list(OPTIMIZER_CHOICES),
+        help="AdamW implementation (same update, different kernels): adamw_torch = torch's default (for-each on "
+        "GPU, a per-tensor loop on CPU), adamw_torch_foreach = multi-tensor, adamw_torch_fused = one fused kernel "
+        "(CPU, CUDA, MPS, XPU).",
+    )
+    group.add_argument(
+        "--group_by_length",
+        action="store_true",
+        help="Batch training examples of similar length together (randomly, reshuffled every epoch, resumable) "
+        "so that dynamic padding pads less. Text scripts only.",
+    )
+    group.add_argument(
+        "--pad_to_multiple_of",
+        type=positive_int,
+        default=None,
+        help="Round every padded batch length up to a multiple of N (1 = no rounding). Default: 8 with "
+        "--mixed_precision fp16/bf16, else no rounding. Text scripts only.",
     )
     return group
 

@@ -9,8 +9,16 @@ import math
 import torch
 from transformers import get_scheduler
 
+# --optim choice -> keyword arguments of torch.optim.AdamW. The three compute the same update; they
+# differ in how many kernels run per step (one per tensor, one per group of tensors, one in all).
+OPTIMIZER_CHOICES = {
+    "adamw_torch": {},
+    "adamw_torch_foreach": {"foreach": True},
+    "adamw_torch_fused": {"fused": True},
+}
 
-def build_optimizer(model, learning_rate, weight_decay, fused=None):
+
+def build_optimizer(model, learning_rate, weight_decay, fused=None, optim="adamw_torch"):
     """`torch.optim.AdamW` with two parameter groups: weight decay on weight matrices, none on
     biases and normalisation weights (LayerNorm, RMSNorm, BatchNorm, ...), as in BERT's original
     optimizer and the transformers examples.
@@ -20,10 +28,21 @@ def build_optimizer(model, learning_rate, weight_decay, fused=None):
         learning_rate: peak learning rate.
         weight_decay: decoupled weight decay (Loshchilov & Hutter, 2019) for the first group.
         fused: passed to AdamW (`True` uses the fused kernel, `None` lets torch choose foreach).
+        optim: `--optim`, a key of `OPTIMIZER_CHOICES`: "adamw_torch" (torch's default: for-each on
+            GPU, a per-tensor loop on CPU), "adamw_torch_foreach" or "adamw_torch_fused". An explicit
+            `fused=True` wins.
 
     Returns:
         `torch.optim.AdamW`.
+
+    Raises:
+        ValueError: naming --optim for an unknown choice.
     """
+    if optim not in OPTIMIZER_CHOICES:
+        raise ValueError(f"--optim {optim}: expected one of {', '.join(OPTIMIZER_CHOICES)}.")
+    kwargs = dict(OPTIMIZER_CHOICES[optim])
+    if fused is not None:
+        kwargs = {"fused": fused}
     no_decay = set()
     for module_name, module in model.named_modules():
         is_norm = "norm" in type(module).__name__.lower()
@@ -39,7 +58,7 @@ def build_optimizer(model, learning_rate, weight_decay, fused=None):
         {"params": decay_params, "weight_decay": weight_decay},
         {"params": no_decay_params, "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=learning_rate, fused=fused)
+    return torch.optim.AdamW(groups, lr=learning_rate, **kwargs)
 
 
 def batches_per_process(num_batches, accelerator):

@@ -315,11 +315,33 @@ def validate_common_args(args):
                 f"--train_file ({args.train_file}) and --validation_file ({args.validation_file}) must have the "
                 "same format."
             )
+    for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
+        check_model_source(flag, getattr(args, flag, None))
     if getattr(args, "with_tracking", False):
         parse_report_to(args.report_to)
     if getattr(args, "push_to_hub", False) and args.hub_model_id is None:
         args.hub_model_id = Path(args.output_dir).name
     check_output_dir(args)
+
+
+def check_model_source(flag, value):
+    """Checks that `--model_name_or_path` (or `--config_name`, `--tokenizer_name`) can be found:
+    an existing local folder (or file), or a Hub id while the Hub is reachable.
+
+    Raises:
+        ValueError: naming the flag when `value` looks like a local path (starts with /, ., ~ or has
+            more than one '/') that does not exist, or when it is not a local folder and the Hub is
+            switched off (HF_HUB_OFFLINE=1), instead of the long connection error that would follow.
+    """
+    if value is None or os.path.exists(os.path.expanduser(value)):
+        return
+    if value.startswith(("/", ".", "~")) or value.count("/") > 1:
+        raise ValueError(f"--{flag} {value}: no such local folder.")
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+        raise ValueError(
+            f"--{flag} {value}: not a local folder, and the Hugging Face Hub is unreachable in offline mode "
+            "(HF_HUB_OFFLINE=1). Pass the path of a downloaded model folder, or unset HF_HUB_OFFLINE."
+        )
 
 
 def check_output_dir(args):

@@ -170,7 +170,7 @@ def add_training_args(parser):
     )
     group.add_argument(
         "--lr_scheduler_type",
-        type=SchedulerType,
+        type=str,
         default="linear",
         choices=[s.value for s in SchedulerType if s.value != "reduce_lr_on_plateau"],
         help="Learning-rate schedule (transformers.get_scheduler).",

@@ -47,6 +47,8 @@ def load_data_files(data_files, **builder_kwargs):
         try:
             loaded = datasets.load_dataset(builder, data_files={split: str(path)}, **kwargs, **builder_kwargs)
         except Exception as error:  # datasets wraps parser errors in several exception types
+            if "corresponds to no data" in str(error):  # a header and no rows
+                raise ValueError(f"{flag} {path}: the file holds no examples.") from error
             cause = error.__cause__ or error.__context__ or error
             raise ValueError(
                 f"{flag} {path}: could not be read as {extension.upper()} ({type(cause).__name__}: "

@@ -1,0 +1,170 @@
+"""Bad-input catalogue for run_glue.py and the shared flags (common/).
+
+Each case runs the script's `main(argv)` in this process (no launcher start-up, so the catalogue stays
+fast), into an --output_dir that already holds a finished run, and asserts: the error is raised (an
+uncaught exception or argparse's SystemExit(2): a non-zero exit under `python`/`accelerate launch`,
+as `test_bad_input_exits_non_zero_under_accelerate_launch` checks for real), its message names the
+flag, file or column and what was expected, and nothing in --output_dir changed.
+"""
+
+import hashlib
+import re
+import shutil
+
+import pytest
+
+import run_glue
+from conftest import launch
+
+GOOD_CSV = "sentence1,sentence2,label\ngood fine film,a b,1\nbad awful film,a b,0\ngreat movie,c d,1\n"
+
+
+def snapshot(directory):
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def finished_run(tmp_path):
+    """An --output_dir holding what a finished run leaves: model, results, a checkpoint."""
+    out = tmp_path / "out"
+    (out / "step_3").mkdir(parents=True)
+    (out / "model.safetensors").write_bytes(b"weights")
+    (out / "config.json").write_text("{}")
+    (out / "all_results.json").write_text('{"eval_accuracy": 0.9}')
+    (out / "step_3" / "training_progress.json").write_text('{"completed_steps": 3}')
+    return out
+
+
+@pytest.fixture
+def files(tmp_path):
+    paths = {}
+    for name, text in {"train.csv": GOOD_CSV, "validation.csv": GOOD_CSV}.items():
+        paths[name] = tmp_path / name
+        paths[name].write_text(text)
+    return paths
+
+
+def write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+def assert_rejected(argv, match, out, capsys):
+    """main(argv) must fail with a message matching `match`, leaving `out` untouched."""
+    before = snapshot(out)
+    with pytest.raises((ValueError, SystemExit, OSError)) as error:
+        run_glue.main([str(a) for a in argv])
+    if isinstance(error.value, SystemExit):
+        assert error.value.code != 0
+        message = capsys.readouterr().err
+    else:
+        message = str(error.value)
+    assert re.search(match, message), message
+    assert snapshot(out) == before
+
+
+def base(tiny_bert, files, out, *extra):
+    return ["--model_name_or_path", tiny_bert, "--train_file", files["train.csv"], "--validation_file",
+            files["validation.csv"], "--output_dir", out, "--overwrite_output_dir", *extra]
+
+
+CASES = {
+    # flag values
+    "checkpointing_steps_zero": (["--checkpointing_steps", "0"], r"argument --checkpointing_steps: .*got 0"),
+    "checkpointing_steps_negative": (["--checkpointing_steps", "-4"], r"argument --checkpointing_steps: .*-4"),
+    "checkpointing_steps_word": (["--checkpointing_steps", "weekly"], r"--checkpointing_steps: .*'epoch'.*weekly"),
+    "batch_size_zero": (["--per_device_train_batch_size", "0"], r"argument --per_device_train_batch_size: .*>= 1"),
+    "eval_batch_size_zero": (["--per_device_eval_batch_size", "0"], r"--per_device_eval_batch_size: .*>= 1"),
+    "max_train_steps_negative": (["--max_train_steps", "-1"], r"argument --max_train_steps: .*>= 0"),
+    "gradient_accumulation_zero": (["--gradient_accumulation_steps", "0"], r"--gradient_accumulation_steps"),
+    "unknown_scheduler": (["--lr_scheduler_type", "exponential"], r"argument --lr_scheduler_type: invalid choice"),
+    "unknown_tracker": (["--with_tracking", "--report_to", "tensorbord"], r"--report_to tensorbord: unknown tracker"),
+    "uninstalled_tracker": (["--with_tracking", "--report_to", "wandb"], r"--report_to wandb: the wandb package"),
+    "resume_missing_folder": (["--resume_from_checkpoint", "step_99"], r"--resume_from_checkpoint step_99: no such"),
+    "resume_not_a_checkpoint_trailing_slash": (
+        ["--resume_from_checkpoint", "{tmp}/"], r"--resume_from_checkpoint .*/: .* is not a training checkpoint"),
+    "text_column_missing": (["--text_column_names", "review"], r"--train_file .*train\.csv: missing column\(s\) "
+                                                                r"\['review'\]; the columns present are"),
+    "three_text_columns": (["--text_column_names", "a,b,c"], r"--text_column_names a,b,c: expected one or two"),
+    "label_column_missing": (["--label_column_name", "stars"], r"missing column\(s\) .*'stars'"),
+    "task_name_with_files": (["--task_name", "mrpc"], r"--task_name loads GLUE from the Hub; do not combine"),
+    "unknown_task": (["--task_name", "mrcp"], r"argument --task_name: invalid choice: 'mrcp'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_flag(case, tiny_bert, files, finished_run, tmp_path, capsys):
+    extra, match = CASES[case]
+    extra = [e.replace("{tmp}", str(tmp_path)) for e in extra]
+    assert_rejected(base(tiny_bert, files, finished_run, *extra), match, finished_run, capsys)
+
+
+FILE_CASES = {
+    "missing_file": ("nope.csv", None, r"--train_file .*nope\.csv: file not found"),
+    "empty_file": ("empty.csv", b"", r"--train_file .*empty\.csv: the file is empty"),
+    "header_only_csv": ("header.csv", b"sentence1,sentence2,label\n", r"--train_file .*header\.csv: the file holds "
+                                                                      r"no examples"),
+    "unsupported_extension": ("train.xlsx", b"PK\x03\x04", r"--train_file .*train\.xlsx: unsupported extension"),
+    "malformed_jsonl": ("train.jsonl", b'{"sentence1": "ok", "label": 1}\n{"sentence1": \n',
+                        r"--train_file .*train\.jsonl: could not be read as JSONL"),
+    "non_utf8_csv": ("latin1.csv", "sentence1,label\ncaf\xe9 cr\xe8me,1\n".encode("latin-1"),
+                     r"--train_file .*latin1\.csv: could not be read as CSV .*UTF-8"),
+    "ragged_csv": ("ragged.csv", b"sentence1,label\na,1\nb,0,extra,cols\n",
+                   r"--train_file .*ragged\.csv: could not be read as CSV"),
+    "binary_garbage_json": ("garbage.json", bytes(range(256)) * 4, r"--train_file .*garbage\.json: could not be read"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FILE_CASES))
+def test_bad_train_file(case, tiny_bert, files, finished_run, tmp_path, capsys):
+    name, content, match = FILE_CASES[case]
+    path = tmp_path / name if content is None else write(tmp_path, name, content)
+    argv = base(tiny_bert, files, finished_run)
+    argv[argv.index("--train_file") + 1] = path
+    if path.suffix != ".csv":  # keep both splits in one format so the train file itself is what fails
+        argv[argv.index("--validation_file") + 1] = path
+    assert_rejected(argv, match, finished_run, capsys)
+
+
+def test_formats_differ(tiny_bert, files, finished_run, tmp_path, capsys):
+    val = write(tmp_path, "val.jsonl", '{"sentence1": "x", "label": 1}\n')
+    argv = base(tiny_bert, files, finished_run)
+    argv[argv.index("--validation_file") + 1] = val
+    assert_rejected(argv, r"--train_file .* and --validation_file .* must have the same format", finished_run, capsys)
+
+
+def test_validation_label_never_seen_in_training(tiny_bert, files, finished_run, tmp_path, capsys):
+    val = write(tmp_path, "val.csv", GOOD_CSV + "so-so film,e f,2\n")
+    argv = base(tiny_bert, files, finished_run)
+    argv[argv.index("--validation_file") + 1] = val
+    assert_rejected(argv, r"--validation_file .*val\.csv: label\(s\) \[2\] in column 'label' never occur in "
+                          r"--train_file", finished_run, capsys)
+
+
+def test_missing_local_model_folder_while_offline(files, finished_run, tmp_path, capsys):
+    argv = base(tmp_path / "no_such_model", files, finished_run)
+    assert_rejected(argv, r"--model_name_or_path .*no_such_model: no such local folder", finished_run, capsys)
+
+
+def test_hub_id_while_offline(files, finished_run, capsys):
+    argv = base("google-bert/bert-base-cased", files, finished_run)
+    assert_rejected(argv, r"--model_name_or_path google-bert/bert-base-cased: not a local folder, and the Hugging "
+                          r"Face Hub is unreachable in offline mode", finished_run, capsys)
+
+
+def test_finished_output_dir_without_overwrite(tiny_bert, files, finished_run, capsys):
+    argv = base(tiny_bert, files, finished_run)
+    argv.remove("--overwrite_output_dir")
+    expected = r"--output_dir .* already holds results of an earlier run \(config\.json, model\.safetensors, all_res"
+    assert_rejected(argv, expected + r"ults\.json, step_3\)", finished_run, capsys)
+
+
+def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_bert, files, finished_run):
+    before = snapshot(finished_run)
+    result = launch("run_glue.py", base(tiny_bert, files, finished_run, "--text_column_names", "review"), check=False)
+    assert result.returncode != 0
+    assert "missing column(s) ['review']" in result.stdout
+    assert snapshot(finished_run) == before
+    shutil.rmtree(finished_run)

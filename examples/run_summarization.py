@@ -26,6 +26,7 @@ import time
 import datasets
 import torch
 from accelerate.logging import get_logger
+from accelerate.utils import DistributedDataParallelKwargs
 from rouge_score import rouge_scorer
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
@@ -110,6 +111,13 @@ def parse_args(argv=None):
     )
     task.add_argument(
         "--num_beams", type=positive_int, default=None, help="Beams for generation (default: the model's)."
+    )
+    parser.add_argument_group("distributed").add_argument(
+        "--ddp_find_unused_parameters",
+        action="store_true",
+        help="Let DistributedDataParallel find parameters that take no part in the loss (e.g. the shared "
+        "embedding of a BART built with tie_word_embeddings=false); without it such a model fails on 2+ "
+        "processes. Costs an extra pass over the graph every step.",
     )
     scratch = parser.add_argument_group("model from scratch")
     scratch.add_argument("--model_type", type=str, default=None, choices=MODEL_TYPES,
@@ -289,7 +297,9 @@ def load_tokenizer(args, raw_datasets, text_column, summary_column, accelerator)
 
 
 def training_function(args):
-    accelerator = build_accelerator(args)
+    kwargs_handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if (
+        args.ddp_find_unused_parameters) else []
+    accelerator = build_accelerator(args, kwargs_handlers=kwargs_handlers)
     setup_logging(accelerator, logger)
 
     raw_datasets, text_column, summary_column = load_raw_datasets(args)

@@ -28,7 +28,7 @@ import datasets
 import sacrebleu
 import torch
 from accelerate.logging import get_logger
-from accelerate.utils import DistributedType
+from accelerate.utils import DistributedDataParallelKwargs, DistributedType
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import (
@@ -138,6 +138,13 @@ def parse_args(argv=None):
     )
     data.add_argument(
         "--num_beams", type=positive_int, default=None, help="Beams for generation (default: the model's, often 1)."
+    )
+    parser.add_argument_group("distributed").add_argument(
+        "--ddp_find_unused_parameters",
+        action="store_true",
+        help="Let DistributedDataParallel find parameters that take no part in the loss (e.g. the shared "
+        "embedding of a BART built with tie_word_embeddings=false); without it such a model fails on 2+ "
+        "processes. Costs an extra pass over the graph every step.",
     )
     scratch = parser.add_argument_group("model from scratch")
     scratch.add_argument(
@@ -713,7 +720,9 @@ def load_model(args, tokenizer):
 
 
 def training_function(args):
-    accelerator = build_accelerator(args)
+    kwargs_handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if (
+        args.ddp_find_unused_parameters) else []
+    accelerator = build_accelerator(args, kwargs_handlers=kwargs_handlers)
     setup_logging(accelerator, logger)
 
     raw_datasets, source_key, target_key = load_raw_datasets(args)

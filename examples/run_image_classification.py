@@ -44,6 +44,7 @@ from common.checkpointing import (
 from common.data import load_data_files, require_columns
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
+from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
@@ -55,6 +56,8 @@ DEFAULT_DATA_SEED = 42
 # Modes whose alpha channel is composited onto white (as transformers' `convert_to_rgb` does).
 ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa")
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
+# Config attributes computed from others (backbone stages): rebuilt, not copied, when --config_overrides is given.
+DERIVED_CONFIG_KEYS = ("stage_names", "out_features", "out_indices", "_out_features", "_out_indices")
 
 
 def parse_args(argv=None):
@@ -488,23 +491,37 @@ def parse_config_overrides(text):
 
 
 def build_config(args):
-    """The model config: the checkpoint's, --config_name's, or --model_type's default, with --config_overrides.
+    """The model config: the checkpoint's, --config_name's, or --model_type's default, with --config_overrides
+    (and, for a new model whose config has an image_size, --image_size).
+
+    The overrides go through the config class's constructor rather than `setattr`, so that attributes derived
+    from others follow them (ResNet's `stage_names`/`out_features` follow `depths`; set one by one they stay
+    stale and the saved config.json no longer loads).
 
     Raises:
-        ValueError: naming --config_overrides and a key the config does not have.
+        ValueError: naming --config_overrides and a key the config does not have, or when the resulting config
+            cannot be saved and loaded again.
     """
+    overrides = parse_config_overrides(args.config_overrides)
     if args.config_name or args.model_name_or_path:
         config = AutoConfig.from_pretrained(
             args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
         )
+        base = config.to_dict()
     else:
-        config = AutoConfig.for_model(args.model_type)
-    for key, value in parse_config_overrides(args.config_overrides).items():
-        if not hasattr(config, key):
-            raise ValueError(f"--config_overrides: {type(config).__name__} has no attribute '{key}'.")
-        setattr(config, key, value)
+        config, base = AutoConfig.for_model(args.model_type), {}
+    unknown = [key for key in overrides if not hasattr(config, key)]
+    if unknown:
+        raise ValueError(f"--config_overrides: {type(config).__name__} has no attribute(s) {unknown}.")
     if args.model_name_or_path is None and args.image_size is not None and hasattr(config, "image_size"):
-        config.image_size = args.image_size
+        overrides["image_size"] = args.image_size
+    if overrides:
+        base = {key: value for key, value in base.items() if key not in DERIVED_CONFIG_KEYS}
+        config = type(config)(**{**base, **overrides})
+    try:
+        type(config).from_dict(config.to_dict())
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"--config_overrides {args.config_overrides}: the config is not valid ({error}).") from error
     return config
 
 
@@ -693,9 +710,21 @@ def compute_metrics(predictions, references):
     return {"accuracy": float((predictions == references).mean())}
 
 
+def evaluate(model, dataloader, accelerator):
+    """Scores the model on the validation DataLoader.
+
+    Returns:
+        {"accuracy", "samples"}: "samples" is the number of images scored, which equals the validation set's
+        size on any number of processes.
+    """
+    predictions, references = predict(model, dataloader, accelerator)
+    return {**compute_metrics(predictions, references), "samples": len(predictions)}
+
+
 def training_function(args):
     accelerator = build_accelerator(args)
     setup_logging(accelerator, logger)
+    install_sigterm_handler()  # SIGTERM -> checkpoint after the current optimizer step, then exit
     seed = args.seed if args.seed is not None else DEFAULT_DATA_SEED
 
     # The main process decodes, checks and splits first and writes the datasets cache; the others read it.
@@ -791,7 +820,7 @@ def training_function(args):
     progress_bar.update(completed_steps)
     num_samples = num_tokens = num_padding = 0
     train_loss, train_micro_batches = 0.0, 0
-    eval_metrics, eval_count = None, 0
+    eval_metrics = None
     train_start = time.perf_counter()
 
     for epoch in range(starting_epoch, num_train_epochs):
@@ -838,13 +867,18 @@ def training_function(args):
                         accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
                         args.checkpoints_total_limit,
                     )
+                if preemption_requested(accelerator):
+                    checkpoint = save_checkpoint(
+                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
+                        args.checkpoints_total_limit,
+                    )
+                    exit_preempted(accelerator, logger, checkpoint)
                 if completed_steps >= max_train_steps:
                     break
 
         train_loss += epoch_loss.item()
         train_micro_batches += epoch_micro_batches
-        predictions, references = predict(model, eval_dataloader, accelerator)
-        eval_metrics, eval_count = compute_metrics(predictions, references), len(references)
+        eval_metrics = evaluate(model, eval_dataloader, accelerator)
         logger.info(f"epoch {epoch}: {eval_metrics}")
         if args.with_tracking:
             accelerator.log(
@@ -862,12 +896,10 @@ def training_function(args):
     train_seconds = time.perf_counter() - train_start
 
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
-        predictions, references = predict(model, eval_dataloader, accelerator)
-        eval_metrics, eval_count = compute_metrics(predictions, references), len(references)
+        eval_metrics = evaluate(model, eval_dataloader, accelerator)
         logger.info(f"evaluation: {eval_metrics}")
 
-    results = {f"eval_{k}": v for k, v in eval_metrics.items()}
-    results["eval_samples"] = eval_count  # images actually scored, gathered from every process
+    results = {f"eval_{k}": v for k, v in eval_metrics.items()}  # eval_samples: images scored, all processes
     results["train_steps"] = completed_steps
     results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
     results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))

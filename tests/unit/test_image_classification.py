@@ -192,8 +192,27 @@ def test_build_config_rejects_unknown_keys_and_sets_image_size():
     config = ric.build_config(args)
     assert (config.hidden_size, config.patch_size, config.image_size) == (32, 4, 28)
     args.config_overrides = "hiden_size=32"
-    with pytest.raises(ValueError, match="ViTConfig has no attribute 'hiden_size'"):
+    with pytest.raises(ValueError, match=r"ViTConfig has no attribute\(s\) \['hiden_size'\]"):
         ric.build_config(args)
+
+
+def test_build_config_derived_attributes_follow_the_overrides(tmp_path):
+    """A ResNet with 3 stages instead of 4: stage_names/out_features follow `depths`, and the saved config loads."""
+    from transformers import AutoConfig, AutoModelForImageClassification
+
+    args = argparse.Namespace(config_name=None, model_name_or_path=None, model_type="resnet", trust_remote_code=False,
+                              config_overrides="embedding_size=8,hidden_sizes=[8,16,32],depths=[1,1,1],"
+                              "layer_type=basic", image_size=28)
+    config = ric.build_config(args)
+    assert config.stage_names == ["stem", "stage1", "stage2", "stage3"] and config.out_features == ["stage3"]
+    assert not hasattr(config, "image_size") or config.image_size == 28
+    AutoModelForImageClassification.from_config(config).save_pretrained(tmp_path)
+    assert AutoModelForImageClassification.from_pretrained(tmp_path).config.depths == [1, 1, 1]
+    # The same overrides on top of a --config_name folder.
+    args.model_type, args.config_name, args.config_overrides = None, str(tmp_path), "depths=[2,1]"
+    args.config_overrides = "hidden_sizes=[8,16],depths=[2,1]"
+    assert ric.build_config(args).out_features == ["stage2"]
+    assert AutoConfig.from_pretrained(tmp_path).hidden_sizes == [8, 16, 32]
 
 
 def test_align_labels():
@@ -284,3 +303,27 @@ def test_real_mnist_files_match_the_published_counts():
     held_out = mnist_to_imagefolder.held_out_indices(labels, 2000, seed=0)
     assert len(set(held_out.tolist())) == 2000
     assert np.bincount(labels[held_out]).tolist() == [196, 227, 206, 202, 196, 178, 192, 206, 195, 202]
+
+
+def test_hub_style_dataset_with_embedded_images(tmp_path):
+    """The --dataset_name path on a local folder laid out like a Hub dataset (Parquet with embedded image bytes
+    and a ClassLabel): records keep their bytes, the held-out split is stratified, labels come from the ClassLabel,
+    and a corrupt embedded image is reported as such."""
+    images = [Image.new("RGB", (8, 8), (20 * i, 0, 0)) for i in range(10)]
+    features = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=["cat", "dog"])})
+    dataset = datasets.Dataset.from_dict({"img": images, "label": [i % 2 for i in range(10)]}, features=features)
+    (tmp_path / "data").mkdir()
+    dataset.to_parquet(tmp_path / "data" / "train-00000-of-00001.parquet")
+    args = ric.parse_args(["--dataset_name", str(tmp_path), "--image_column_name", "img", "--model_type", "vit",
+                           "--train_val_split", "0.2", "--seed", "0", "--output_dir", str(tmp_path / "out")])
+    raw, sources = ric.load_raw_datasets(args)
+    train, validation = ric.split_and_truncate(args, raw)
+    assert (len(train), len(validation)) == (8, 2)
+    assert sorted(validation["label"]) == [0, 1]  # stratified: one of each class
+    assert train[0]["img"]["bytes"] and ric.load_image(train[0]["img"]).size == (8, 8)
+    assert ric.resolve_labels(args, train, validation, sources) == (["cat", "dog"], [0, 1])
+    broken = datasets.Dataset.from_dict({"img": [{"bytes": b"\x89PNG broken", "path": "x.png"}], "label": [0]},
+                                        features=datasets.Features({"img": datasets.Image(decode=False),
+                                                                    "label": datasets.ClassLabel(names=["cat"])}))
+    with pytest.raises(ValueError, match=r"the train split: 1 unreadable image\(s\):\n  x\.png: not a readable"):
+        ric.drop_unreadable_images(args, broken, validation, {})

@@ -164,7 +164,8 @@ def detect_format(path, flag, data_format="auto"):
         if data_format == "conll":
             raise ValueError(f"{flag} {path}: --data_format conll given for a .{extension} file.")
         return "json"
-    with open(path, encoding="utf-8") as f:
+    # errors="replace": only the first character matters here; `read_conll` names a non-UTF-8 line.
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if line.strip() and not line.startswith("-DOCSTART-"):
                 if line.lstrip().startswith(("{", "[")):
@@ -197,12 +198,19 @@ def read_conll(path, tag_column, text_column="tokens", label_column="ner_tags", 
 
     Raises:
         ValueError: naming flag, file and line when a line has a different number of columns than the file's
-            first token line, the tag column does not exist, or the file holds no sentence.
+            first token line, the tag column does not exist, a line is not UTF-8, or the file holds no sentence.
     """
     sentences, lines, tokens, tags = [], [], [], []
     num_columns, start_line = None, None
-    with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, start=1):
+    with open(path, "rb") as f:  # bytes, so that a decoding error can name its line
+        for line_number, raw_line in enumerate(f, start=1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"{flag} {path}: line {line_number} is not UTF-8 text ({error.reason} at byte {error.start} of "
+                    "the line); expected a UTF-8 CoNLL file. Convert it, e.g. `iconv -f latin1 -t utf-8`."
+                ) from None
             columns = line.split()
             if not columns or columns[0] == "-DOCSTART-":
                 if tokens:

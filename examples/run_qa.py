@@ -275,7 +275,8 @@ def read_squad_file(path, split="train", question_column="question", context_col
             )
     if not records:
         raise ValueError(f"{where}: the file holds no questions.")
-    if all(isinstance(r, dict) and "paragraphs" in r for r in records):
+    # One article with `paragraphs` makes it the SQuAD layout: `flatten_squad` then names any article without.
+    if any(isinstance(r, dict) and "paragraphs" in r for r in records):
         rows = flatten_squad(records, where, question_column, context_column, answer_column)
     else:
         rows = []

@@ -140,9 +140,10 @@ def test_unanswerable_question_without_version_2_flag(tiny_model, good, finished
     broken = copy.deepcopy(squad)
     first_qa(broken)["answers"] = []
     bad = write(tmp_path, "train.json", json.dumps(broken))
+    qid = first_qa(broken)["id"]
     assert_rejected(run_qa.main, base(tiny_model, bad, good["validation"], finished_run),
-                    rf"--train_file .*train\.json: 1 question\(s\) have no answer \(e\.g\. id \['{first_qa(broken)['id']}"
-                    r"'\]\), as in SQuAD v2\.0; pass --version_2_with_negative", finished_run, capsys)
+                    rf"--train_file .*train\.json: 1 question\(s\) have no answer \(e\.g\. id \['{qid}'\]\), as in "
+                    r"SQuAD v2\.0; pass --version_2_with_negative", finished_run, capsys)
 
 
 def test_malformed_json_lines(tiny_model, good, finished_run, tmp_path, squad, capsys):

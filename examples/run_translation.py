@@ -353,6 +353,9 @@ def check_translation_pairs(dataset, source_key, target_key, split, flag=None, p
             raise ValueError(f"{location(index)}: `translation` must be a dict {{language: text}}, found {pair!r}.")
         for key in needed:
             if not isinstance(pair.get(key), str):
+                if pair.get(key) is not None:
+                    raise ValueError(f"{location(index)}: the {key!r} text is {pair[key]!r} "
+                                     f"({type(pair[key]).__name__}); expected a string.")
                 present = sorted(k for k, v in pair.items() if v is not None)
                 raise ValueError(
                     f"{location(index)}: the translation has no {key!r} text (languages present: {present})."

@@ -202,3 +202,21 @@ def padding_multiple(args, accelerator):
     if value is not None:
         return value if value > 1 else None
     return 8 if accelerator.mixed_precision != "no" else None
+
+
+def refuse_padding_flags(args, reason):
+    """For scripts whose batches hold no padding (fixed-size text blocks, images): refuses
+    `--group_by_length` and `--pad_to_multiple_of` instead of silently ignoring them.
+
+    Args:
+        args: parsed flags.
+        reason: why the flags do not apply, e.g. "every training block holds --block_size tokens".
+
+    Raises:
+        ValueError: naming the flag(s) given and the reason.
+    """
+    given = [flag for flag, value in (("--group_by_length", getattr(args, "group_by_length", False)),
+                                      ("--pad_to_multiple_of", getattr(args, "pad_to_multiple_of", None)))
+             if value]
+    if given:
+        raise ValueError(f"{' and '.join(given)}: not used by this script ({reason}); leave it out.")

@@ -17,6 +17,7 @@ from common.sampling import (
     length_grouped_indices,
     padding_fraction,
     padding_multiple,
+    refuse_padding_flags,
 )
 
 BATCH = 4
@@ -188,3 +189,9 @@ def test_padding_fraction_and_multiple_by_hand():
     assert padding_multiple(Namespace(pad_to_multiple_of=None), bf16) == 8
     assert padding_multiple(Namespace(pad_to_multiple_of=16), fp32) == 16
     assert padding_multiple(Namespace(pad_to_multiple_of=1), bf16) is None
+
+
+def test_refuse_padding_flags_names_the_flags():
+    refuse_padding_flags(Namespace(group_by_length=False, pad_to_multiple_of=None), "images")
+    with pytest.raises(ValueError, match="--group_by_length and --pad_to_multiple_of: not used by this script"):
+        refuse_padding_flags(Namespace(group_by_length=True, pad_to_multiple_of=8), "every block is full")

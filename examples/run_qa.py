@@ -241,7 +241,8 @@ def read_squad_file(path, split="train", question_column="question", context_col
 
     Raises:
         ValueError: naming the flag and file when it is not UTF-8, not JSON / JSON Lines, has neither
-            layout, misses a column, holds no questions, or repeats a question id.
+            layout, misses a column or its question/context is not a string, holds no questions, or repeats a
+            question id.
     """
     where = f"{SPLIT_FLAGS.get(split, split)} {path}"
     try:
@@ -289,6 +290,9 @@ def read_squad_file(path, split="train", question_column="question", context_col
                     f"{where}: row {number} (id {record.get('id')}) misses column(s) {missing}; columns present: "
                     f"{sorted(record)}. Use --question_column_name / --context_column_name for other names."
                 )
+            not_text = {c: record[c] for c in (question_column, context_column) if not isinstance(record[c], str)}
+            if not_text:
+                raise ValueError(f"{where}: row {number} (id {record['id']}): {not_text} must be text (strings).")
             rows.append(
                 {
                     "id": str(record["id"]),

@@ -358,7 +358,8 @@ def normalize_tags(args, raw_datasets, text_column, label_column, config=None):
 
     Raises:
         ValueError: naming flag/file, example number (and its `id` and first line for CoNLL files) when an
-            example's tags are not as many as its words, an integer tag has no name, or --label_names is empty.
+            example's tags are not as many as its words, its words/tags are not lists of str (tags: or int), an
+            integer tag has no name, or --label_names is empty.
     """
     split = "train" if "train" in raw_datasets else "validation"
     feature = raw_datasets[split].features[label_column]
@@ -378,19 +379,23 @@ def normalize_tags(args, raw_datasets, text_column, label_column, config=None):
 
     normalized = {}
     for name, dataset in raw_datasets.items():
-        if label_column not in dataset.column_names:
-            normalized[name] = dataset
-            continue
         where = f"{SPLIT_FLAGS.get(name, name)} {getattr(args, f'{name}_file', None)}" if args.dataset_name is None \
             else f"{args.dataset_name} split {name}"
+        if label_column not in dataset.column_names:
+            for index, tokens in enumerate(dataset[text_column]):
+                check_example_list(where, f"example {index}", text_column, tokens, (str,), "words (strings)")
+            normalized[name] = dataset
+            continue
         all_tokens, all_tags = dataset[text_column], dataset[label_column]
         ids = dataset["id"] if "id" in dataset.column_names else None
         first_lines = dataset["line"] if "line" in dataset.column_names else None
         converted = []
         for index, (tokens, tags) in enumerate(zip(all_tokens, all_tags)):
+            ident = f"example {index}" + (f" (id {ids[index]!r})" if ids is not None else "")
+            ident += f", starting at line {first_lines[index]}" if first_lines is not None else ""
+            check_example_list(where, ident, text_column, tokens, (str,), "words (strings)")
+            check_example_list(where, ident, label_column, tags, (str, int), "tags (strings, or integer ids)")
             if tokens is None or tags is None or len(tokens) != len(tags):
-                ident = f"example {index}" + (f" (id {ids[index]!r})" if ids is not None else "")
-                ident += f", starting at line {first_lines[index]}" if first_lines is not None else ""
                 raise ValueError(
                     f"{where}: {ident} has {len(tokens or [])} words in column '{text_column}' but "
                     f"{len(tags or [])} tags in column '{label_column}'; expected one tag per word."
@@ -423,6 +428,22 @@ def normalize_tags(args, raw_datasets, text_column, label_column, config=None):
             converted = [iob1_to_iob2(tags) for tags in converted]
         result[name] = dataset.remove_columns(label_column).add_column(label_column, converted)
     return datasets.DatasetDict(result), scheme
+
+
+def check_example_list(where, ident, column, values, kinds, expected):
+    """Raises ValueError naming `where` (flag and file), `ident` (the example) and `column` when `values` is neither
+    None (reported by the caller) nor a list whose items are all of `kinds` (bool excluded); `expected` describes
+    the items in the message. Catches a string where a list of words belongs, and null, number or float items."""
+    if values is None:
+        return
+    if not isinstance(values, list):
+        found = f"a {type(values).__name__} ({values!r:.60})"
+    else:
+        wrong = [v for v in values if isinstance(v, bool) or not isinstance(v, kinds)]
+        if not wrong:
+            return
+        found = f"{wrong[0]!r} ({type(wrong[0]).__name__}) among its items"
+    raise ValueError(f"{where}: {ident}: column '{column}' holds {found}; expected a list of {expected}.")
 
 
 def build_label_list(args, raw_datasets, label_column, scheme):

@@ -52,7 +52,7 @@ def assert_rejected(main, argv, match, out, capsys):
         with pytest.raises((ValueError, SystemExit, OSError)) as error:
             main([str(a) for a in argv])
     finally:
-        AcceleratorState._reset_state(True)  # the next case builds its Accelerator afresh
+        AcceleratorState._reset_state()  # the next case builds its Accelerator afresh; PartialState stays
     if isinstance(error.value, SystemExit):
         assert error.value.code not in (0, None)
         message = capsys.readouterr().err

@@ -62,6 +62,20 @@ def test_tags_length_differs_from_tokens_jsonl(tiny_model, files, finished_run, 
                     r"column 'ner_tags'; expected one tag per word", finished_run, capsys)
 
 
+@pytest.mark.parametrize("row, expected", [
+    ({"tokens": "John lives", "ner_tags": ["B-PER", "O"]}, r"column 'tokens' holds a str \('John lives'\); expected a "
+                                                           r"list of words"),
+    ({"tokens": ["John", None], "ner_tags": ["B-PER", "O"]}, r"column 'tokens' holds None \(NoneType\) among its "
+                                                             r"items; expected a list of words \(strings\)"),
+    ({"tokens": ["John", "x"], "ner_tags": [1.5, 0.0]}, r"column 'ner_tags' holds 1\.5 \(float\) among its items; "
+                                                        r"expected a list of tags \(strings, or integer ids\)"),
+], ids=["tokens_a_string", "null_token", "float_tags"])
+def test_words_or_tags_of_the_wrong_type(tiny_model, files, finished_run, tmp_path, capsys, row, expected):
+    bad = write(tmp_path, "typed.jsonl", jsonl([{"tokens": ["Mary"], "ner_tags": ["B-PER"]}, row]))
+    assert_rejected(run_ner.main, base(tiny_model, bad, files["validation.jsonl"], finished_run),
+                    r"--train_file .*typed\.jsonl: example 1: " + expected, finished_run, capsys)
+
+
 def test_conll_line_missing_tag_column(tiny_model, files, finished_run, tmp_path, capsys):
     bad = write(tmp_path, "bad.txt", CONLL.replace("in IN B-PP O\n", "in\n"))
     assert_rejected(run_ner.main, base(tiny_model, bad, files["validation.txt"], finished_run),

@@ -105,6 +105,16 @@ def test_jsonl_row_without_context(tiny_model, good, finished_run, tmp_path, squ
                     r"columns present: .*--context_column_name", finished_run, capsys)
 
 
+@pytest.mark.parametrize("column, value", [("question", None), ("context", 12345)])
+def test_jsonl_question_or_context_not_text(tiny_model, good, finished_run, tmp_path, squad, capsys, column, value):
+    rows = flatten(squad)
+    rows[1][column] = value
+    bad = write(tmp_path, "train.jsonl", jsonl(rows))
+    assert_rejected(run_qa.main, base(tiny_model, bad, good["validation"], finished_run),
+                    rf"--train_file .*train\.jsonl: row 2 \(id {rows[1]['id']}\): \{{'{column}': {value}\}} must be "
+                    r"text \(strings\)", finished_run, capsys)
+
+
 def test_context_column_name_not_in_file(tiny_model, good, finished_run, capsys):
     argv = base(tiny_model, good["train"], good["validation"], finished_run, "--context_column_name", "passage")
     assert_rejected(run_qa.main, argv, r"--train_file .*train\.json: data\[0\]\.paragraphs\[0\] needs a 'context'|"
@@ -190,7 +200,7 @@ def repaired_run(tiny_model, good, tmp_path, broken, caplog):
         try:
             results = run_qa.main([str(a) for a in argv])
         finally:
-            AcceleratorState._reset_state(True)
+            AcceleratorState._reset_state()
     return results, [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 

@@ -415,7 +415,8 @@ def resolve_labels(args, train_dataset, eval_dataset, sources):
         ints 0..K-1; otherwise the sorted distinct values of the training labels and their strings as names.
 
     Raises:
-        ValueError: naming the file and row of an empty label, or the validation labels never seen in training.
+        ValueError: naming the file and row of an empty label, of a label that is not a str or int or whose type
+            differs from row 0's, or the validation labels never seen in training.
     """
     reference = train_dataset if train_dataset is not None else eval_dataset
     feature = reference.features[args.label_column_name]
@@ -426,10 +427,22 @@ def resolve_labels(args, train_dataset, eval_dataset, sources):
         if dataset is None:
             continue
         labels = dataset[args.label_column_name]
-        empty = [i for i, label in enumerate(labels) if label is None or (isinstance(label, str) and not label)]
+        # NaN: the empty cell of a CSV column of numbers.
+        empty = [i for i, label in enumerate(labels) if label is None or (isinstance(label, str) and not label)
+                 or (isinstance(label, float) and math.isnan(label))]
         if empty:
             raise ValueError(f"{sources.get(split, split)}, row {empty[0]}: empty label in column "
                              f"'{args.label_column_name}' ({len(empty)} such rows).")
+        # One type for all: class names (str) or class ids (int); lists, floats and a mix cannot be sorted into ids.
+        wrong = [i for i, label in enumerate(labels) if isinstance(label, bool) or type(label) not in (str, int)
+                 or type(label) is not type(labels[0])]
+        if wrong:
+            label = labels[wrong[0]]
+            raise ValueError(
+                f"{sources.get(split, split)}, row {wrong[0]}: label {label!r} ({type(label).__name__}) in column "
+                f"'{args.label_column_name}'; expected class names (strings) or integer class ids, one type for all "
+                f"rows (row 0: {labels[0]!r}; {len(wrong)} rows differ)."
+            )
         present[split] = set(labels)
     values = sorted(present.get("train", present["validation"]))
     unseen = sorted(present["validation"] - set(values), key=str) if "train" in present else []

@@ -7,6 +7,7 @@ model is a tiny ViT built from scratch; the images are small colour squares list
 class folders.
 """
 
+import json
 import random
 import shutil
 
@@ -147,6 +148,25 @@ def test_empty_label_in_a_row(images, finished_run, tmp_path, capsys):
     assert_rejected(SCRIPT_MAIN, base(train, validation, finished_run),
                     r"--train_file .*train\.csv, row 7: empty label in column 'label' \(1 such rows\)", finished_run,
                     capsys)
+
+
+@pytest.mark.parametrize("label, expected", [
+    (["red"], r"row 0: label \['red'\] \(list\) in column 'label'; expected class names \(strings\) or integer "
+              r"class ids, one type for all rows \(row 0: \['red'\]; 12 rows differ\)"),
+    (0.5, r"row 5: label 0\.5 \(float\) in column 'label'; expected class names"),
+    (7, r"row 5: label 7 \(int\) in column 'label'; expected class names \(strings\) or integer class ids, one "
+        r"type for all rows \(row 0: 'blue'; 1 rows differ\)"),
+], ids=["list", "float", "int_among_strings"])
+def test_labels_of_the_wrong_type(images, finished_run, tmp_path, capsys, label, expected):
+    root, written = images
+    folder = tmp_path / "images"
+    shutil.copytree(root, folder, ignore=shutil.ignore_patterns("*.csv"))
+    # JSON Lines keeps each value's type: a list label goes to every row, a number to row 5 only.
+    rows = [{"image": path, "label": label if (i == 5 or isinstance(label, list)) else name}
+            for i, (path, name) in enumerate(written)]
+    train = write(folder, "train.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    assert_rejected(SCRIPT_MAIN, base(train, train, finished_run), r"--train_file .*train\.jsonl, " + expected,
+                    finished_run, capsys)
 
 
 def test_train_dir_is_not_a_folder(images, finished_run, tmp_path, capsys):

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SHARED_DATA, build_tiny_bert, launch, read_results
 from safetensors.torch import load_file
+
+from conftest import SHARED_DATA, build_tiny_bert, launch, read_results
 
 # Some answers span several words (and most several word pieces).
 CITIES = "paris london berlin madrid vienna lisbon oslo prague".split() + ["new york", "san marino", "buenos aires"]
@@ -90,6 +91,8 @@ def qa_data(tmp_path_factory):
     paths = {}
     for version, fraction in (("v1", 0.0), ("v2", 0.35)):
         train, validation = make_squad(100, 1, fraction), make_squad(15, 2, fraction, prefix="v")
+        if version == "v1":  # one wrong offset: the script must move it to the answer (with a warning)
+            train["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 2
         paths[version] = {
             "train": write_json(directory / f"train_{version}.json", train),
             "validation": write_jsonl(directory / f"validation_{version}.jsonl", flatten(validation)),
@@ -113,12 +116,14 @@ def data_args(paths):
 @pytest.fixture(scope="module")
 def v1_run(tmp_path_factory, tiny_qa_bert, qa_data):
     out = tmp_path_factory.mktemp("qa_v1") / "out"
-    launch("run_qa.py", ["--model_name_or_path", tiny_qa_bert, *data_args(qa_data["v1"]), "--num_train_epochs", "3",
-                         "--output_dir", out, *TRAIN])
-    return out
+    result = launch("run_qa.py", ["--model_name_or_path", tiny_qa_bert, *data_args(qa_data["v1"]),
+                                  "--num_train_epochs", "3", "--output_dir", out, *TRAIN])
+    return out, result.stdout
 
 
 def test_v1_single_process_learns_and_writes_predictions(v1_run, qa_data):
+    v1_run, log = v1_run
+    assert "question q1-0-0: answer" in log and "moved to the nearest occurrence" in log
     results = read_results(v1_run)
     rows = qa_data["v1"]["validation_rows"]
     # An untrained model picks a random span of a ~50-token context: exact match about 2%.
@@ -193,6 +198,7 @@ def test_resume_from_step_checkpoint_matches_uninterrupted_run(tmp_path, tiny_qa
 def test_evaluation_only_identical_on_1_and_2_processes(tmp_path, v1_run, qa_data):
     """The trained model, evaluated with 37 questions and batches of 3 (uneven across 2 processes):
     same n-best lists and metrics on 1 and 2 processes, so every feature was post-processed once."""
+    v1_run = v1_run[0]
     outputs = []
     for processes in (1, 2):
         out = tmp_path / f"eval_{processes}"

@@ -26,7 +26,14 @@ import torch.nn.functional as F
 from accelerate.logging import get_logger
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
-from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForCausalLM, AutoTokenizer, default_data_collator
+from transformers import (
+    CONFIG_MAPPING,
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GgufConfig,
+    default_data_collator,
+)
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from common.args import add_common_args, positive_int, validate_common_args
@@ -424,6 +431,28 @@ def generate_sample(model, tokenizer, prompt, max_new_tokens):
     return tokenizer.decode(output[0], skip_special_tokens=True)
 
 
+def mark_gguf_model_dense(model):
+    """Turns a model loaded from a GGUF file with `GgufConfig(dequantize=True)` into a plain one.
+
+    transformers attaches its GGUF quantizer to such a model even though every weight was
+    unpacked to a dense tensor, and `save_pretrained` then refuses to save it ("The model is
+    quantized with gguf and is not serializable"). After checking that no packed GGUF module is
+    left, this removes the quantizer and `config.quantization_config`, so the fine-tuned model
+    saves as an ordinary float32 checkpoint that loads without the `gguf` package.
+
+    Raises:
+        RuntimeError: when a module still holds packed GGUF blocks.
+    """
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is None:
+        return model
+    packed = [name for name, module in model.named_modules() if type(module).__name__.lower().startswith("gguf")]
+    if packed:
+        raise RuntimeError(f"--gguf_file: modules {packed[:3]} kept packed GGUF weights, which cannot be trained.")
+    quantizer.remove_quantization_config(model)
+    return model
+
+
 def load_model_and_tokenizer(args):
     """Config, tokenizer and model: pretrained (--model_name_or_path, optionally --gguf_file) or new
     from --model_type/--config_name with --config_overrides.
@@ -461,9 +490,14 @@ def load_model_and_tokenizer(args):
         )
 
     if args.model_name_or_path:
+        if args.gguf_file:
+            # Unpack every GGUF block into a dense float32 weight (packed blocks cannot be trained).
+            gguf["quantization_config"] = GgufConfig(dequantize=True)
         model = AutoModelForCausalLM.from_pretrained(
             args.model_name_or_path, config=config, dtype=torch.float32, **common, **gguf
         )
+        if args.gguf_file:
+            mark_gguf_model_dense(model)
     else:
         overridden = {item.split("=")[0].strip() for item in (args.config_overrides or "").split(",")}
         if "vocab_size" not in overridden:

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import train_tokenizer
+
 from conftest import SHARED_DATA, launch, read_results
 
 BLOCK_SIZE = 32

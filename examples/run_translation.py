@@ -641,9 +641,28 @@ def generate_translations(model, dataloader, accelerator, tokenizer, gen_kwargs)
             )
         generated = accelerator.pad_across_processes(generated, dim=1, pad_index=tokenizer.pad_token_id)
         generated = accelerator.gather_for_metrics(generated).cpu()
-        lengths += (generated != tokenizer.pad_token_id).sum(dim=1).tolist()
+        lengths += generated_lengths(generated, tokenizer.eos_token_id, tokenizer.pad_token_id)
         translations += [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
     return translations, lengths
+
+
+def generated_lengths(generated, eos_token_id, pad_token_id):
+    """Tokens generated per sequence: up to and including the first eos, after the decoder start token
+    (position 0). Beam search fills finished sequences with eos (transformers 5) or pad, so counting
+    non-pad tokens would give the batch's longest length.
+
+    Args:
+        generated: (batch, length) tensor of `generate` output ids.
+
+    Returns:
+        list of `batch` ints.
+    """
+    lengths = []
+    for row in generated.tolist():
+        body = row[1:]
+        lengths.append(body.index(eos_token_id) + 1 if eos_token_id in body
+                       else sum(t != pad_token_id for t in body))
+    return lengths
 
 
 def write_predictions(path, translations):
@@ -657,8 +676,8 @@ def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
     """Generates translations and scores them against `references` (the raw target texts, in order).
 
     Returns:
-        (metrics, translations): {"bleu", "chrf", "gen_len"} (gen_len: mean generated tokens) and the list of
-        translations.
+        (metrics, translations): {"bleu", "chrf", "gen_len"} (gen_len: mean generated tokens, eos included)
+        and the list of translations.
     """
     translations, lengths = generate_translations(model, dataloader, accelerator, tokenizer, gen_kwargs)
     metrics = compute_metrics(translations, references)

@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 import run_ner
 from conftest import build_tiny_bert, launch, read_results
 

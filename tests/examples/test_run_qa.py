@@ -231,7 +231,14 @@ def test_refuses_slow_tokenizer_and_bad_file(tmp_path, tiny_qa_bert, qa_data):
 @pytest.mark.slow
 def test_left_padding_tokenizer_puts_question_second_and_learns(tmp_path, tiny_qa_bert, qa_data):
     """A tokenizer that pads on the left (as XLNet's) gets (context, question) pairs and left-padded
-    batches; 2 processes with uneven batches still learn and score every question."""
+    batches. Training on 2 processes learns (BERT's absolute positions shift under left padding, so
+    less well than with right padding), and an evaluation with batches of 1 on 2 processes -- no
+    batch padding, but logits padded on the left across processes -- gives exactly the n-best lists
+    of the model run on each feature alone."""
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    import run_qa
+
     model = tmp_path / "left"
     shutil.copytree(tiny_qa_bert, model)
     config = json.loads((model / "tokenizer_config.json").read_text())
@@ -243,15 +250,41 @@ def test_left_padding_tokenizer_puts_question_second_and_learns(tmp_path, tiny_q
                          "--do_predict", "--test_file", qa_data["v1"]["validation_json"], "--output_dir", out, *TRAIN],
            num_processes=2)
     results = read_results(out)
-    assert results["eval_exact_match"] >= 80
+    assert results["eval_exact_match"] >= 50  # untrained: about 2
     assert results["predict_exact_match"] == pytest.approx(results["eval_exact_match"])
+
+    evaluated = tmp_path / "eval"
+    launch("run_qa.py", ["--model_name_or_path", out, *data_args(qa_data["v1"]), "--max_train_steps", "0",
+                         "--max_eval_samples", "25", "--per_device_eval_batch_size", "1", "--output_dir", evaluated,
+                         *FEATURES], num_processes=2)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert tokenizer.padding_side == "left"
+    trained = AutoModelForQuestionAnswering.from_pretrained(out).eval()
+    rows = qa_data["v1"]["validation_rows"][:25]
+    features = run_qa.prepare_validation_features({k: [r[k] for r in rows] for k in rows[0]}, tokenizer, 64, 24)
+    starts, ends = [], []
+    with torch.no_grad():
+        for i in range(len(features["input_ids"])):
+            output = trained(**{k: torch.tensor([features[k][i]]) for k in ("input_ids", "attention_mask",
+                                                                            "token_type_ids")})
+            starts.append(output.start_logits[0].numpy())
+            ends.append(output.end_logits[0].numpy())
+    feature_rows = [dict(zip(("example_id", "offset_mapping", "cls_index"), values)) for values in
+                    zip(features["example_id"], features["offset_mapping"], features["cls_index"])]
+    _, expected, _ = run_qa.postprocess_qa_predictions(rows, feature_rows, starts, ends)
+    got = json.loads((evaluated / "nbest_predictions.json").read_text())
+    assert list(got) == list(expected)
+    for qid in got:
+        assert [c["text"] for c in got[qid]] == [c["text"] for c in expected[qid]]
+        assert [c["start_logit"] for c in got[qid]] == pytest.approx([c["start_logit"] for c in expected[qid]],
+                                                                     abs=1e-4)
 
 
 @pytest.mark.slow
 @pytest.mark.realdata
 def test_real_xquad_split_by_article(tmp_path):
-    """Fine-tunes the real MiniLM encoder briefly on the XQuAD English articles (split by article):
-    exact match well above an untrained head's (~0-2%)."""
+    """Fine-tunes the real MiniLM encoder briefly (400 questions, 2 epochs, 100 optimizer steps) on the
+    XQuAD English articles split by article: metrics well above an untrained head's."""
     import importlib.util
     import subprocess
     import sys
@@ -268,8 +301,9 @@ def test_real_xquad_split_by_article(tmp_path):
     launch("run_qa.py", ["--model_name_or_path", model, "--train_file", split / "train.json", "--validation_file",
                          split / "validation.json", "--max_train_samples", "400", "--max_eval_samples", "100",
                          "--max_seq_length", "256", "--doc_stride", "64", "--learning_rate", "1e-4",
-                         "--per_device_train_batch_size", "16", "--num_train_epochs", "2", "--seed", "42",
-                         "--output_dir", out], num_processes=2, timeout=1800)
+                         "--per_device_train_batch_size", "4", "--num_warmup_steps", "10", "--num_train_epochs", "2",
+                         "--seed", "42", "--output_dir", out], num_processes=2, timeout=1800)
     results = read_results(out)
     assert results["eval_samples"] == 100
-    assert results["eval_f1"] > 10
+    # The untrained head scores EM 0.9 / F1 7.3 on the 233 validation questions (docs/run_qa.md).
+    assert results["eval_exact_match"] > 5 and results["eval_f1"] > 15

@@ -386,8 +386,8 @@ def evaluate(model, dataloader, accelerator):
     as the others.
     - A short last batch still yields per_device_eval_batch_size copies. `gather_for_metrics` cuts
       them back to the real count only when it knows the dataset's length; when it does not (an
-      iterable dataset, or accelerate before `gather_for_metrics` learned to truncate) the short
-      batch's mean is over-weighted.
+      iterable dataset without a length) the short batch's mean is over-weighted. (With a
+      map-style dataset on one process the two methods agree.)
     - On several processes, a process's last batch is filled up with sequences from the start of
       the dataset. `gather_for_metrics` keeps the right *number* of copies, but each copy is the
       mean over real and repeated sequences, so the repeats leak into the result. Measured with

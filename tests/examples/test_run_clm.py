@@ -219,7 +219,8 @@ def test_tinyshakespeare_from_scratch(tmp_path):
     args = [
         "--model_type", "gpt2", "--config_overrides", "n_embd=64,n_layer=2,n_head=2,n_positions=128",
         "--tokenizer_name", tmp_path / "tok", "--train_file", text, "--block_size", 128,
-        "--max_train_steps", 60, "--learning_rate", 3e-3, "--per_device_train_batch_size", 16, "--seed", 0,
+        "--max_train_steps", 150, "--num_warmup_steps", 15, "--learning_rate", 3e-3,
+        "--per_device_train_batch_size", 16, "--seed", 0,
     ]
     launch("run_clm.py", args + ["--output_dir", tmp_path / "untrained", "--max_train_steps", 0])
     launch("run_clm.py", args + ["--output_dir", tmp_path / "trained"], num_processes=2)

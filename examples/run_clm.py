@@ -46,6 +46,7 @@ from common.checkpointing import (
 from common.data import load_data_files
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
+from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tpu import tie_weights_on_xla
@@ -516,6 +517,7 @@ def load_model_and_tokenizer(args):
 def training_function(args):
     accelerator = build_accelerator(args)
     setup_logging(accelerator, logger)
+    install_sigterm_handler()  # SIGTERM -> checkpoint after the current optimizer step, then exit
 
     raw_datasets = load_raw_datasets(args)
     if "train" not in raw_datasets and args.max_train_steps != 0:
@@ -651,6 +653,12 @@ def training_function(args):
                         accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
                         args.checkpoints_total_limit,
                     )
+                if preemption_requested(accelerator):
+                    checkpoint = save_checkpoint(
+                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
+                        args.checkpoints_total_limit,
+                    )
+                    exit_preempted(accelerator, logger, checkpoint)
                 if completed_steps >= max_train_steps:
                     break
 

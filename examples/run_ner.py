@@ -48,6 +48,8 @@ from common.checkpointing import (
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
+from common.sampling import build_train_sampler, padding_multiple
+from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
@@ -563,6 +565,30 @@ def word_level_predictions(token_predictions, word_ids, num_words, id2label, fil
     return [fill if p is None else p for p in predictions]
 
 
+def refuse_padding_flags_with_max_length(args, length_flag):
+    """With --pad_to_max_length every example is padded to the same length, so --group_by_length (which groups
+    examples of similar length to pad less) and --pad_to_multiple_of (which rounds the padded length of a
+    batch) cannot change anything: they are refused rather than silently ignored.
+
+    Args:
+        args: parsed flags; uses `pad_to_max_length`, `group_by_length`, `pad_to_multiple_of`.
+        length_flag: the flag giving the fixed length, for the message (e.g. "--max_length").
+
+    Raises:
+        ValueError: naming the flag(s) given together with --pad_to_max_length.
+    """
+    if not args.pad_to_max_length:
+        return
+    given = [flag for flag, value in (("--group_by_length", args.group_by_length),
+                                      ("--pad_to_multiple_of", args.pad_to_multiple_of)) if value]
+    if given:
+        raise ValueError(
+            f"{' and '.join(given)} with --pad_to_max_length: every example is padded to {length_flag} "
+            f"{getattr(args, length_flag.lstrip('-'))} tokens, so the flag would change nothing; drop one of them "
+            "(dynamic padding, the default, is what these flags speed up)."
+        )
+
+
 def select_samples(args, raw_datasets):
     """Truncates each split to --max_train_samples / --max_eval_samples / --max_predict_samples."""
     limits = {"train": args.max_train_samples, "validation": args.max_eval_samples, "test": args.max_predict_samples}
@@ -720,6 +746,7 @@ def write_predictions(path, tokens, predictions, references=None):
 def training_function(args):
     accelerator = build_accelerator(args)
     setup_logging(accelerator, logger)
+    install_sigterm_handler()  # SIGTERM -> checkpoint after the current optimizer step, then exit
 
     raw_datasets, text_column, label_column = load_raw_datasets(args)
     config = AutoConfig.from_pretrained(
@@ -769,13 +796,17 @@ def training_function(args):
     else:
         # Dynamic padding (labels with -100); multiples of 8 let fp16/bf16 matmuls use tensor cores.
         data_collator = DataCollatorForTokenClassification(
-            tokenizer, pad_to_multiple_of=8 if accelerator.mixed_precision != "no" else None
+            tokenizer, pad_to_multiple_of=padding_multiple(args, accelerator)
         )
+    # --group_by_length: batches of sentences of similar sub-word lengths (less padding); otherwise a plain
+    # shuffle. The sampler's order depends on (seed, epoch) only, so a resume skips exactly the batches seen.
+    train_sampler = build_train_sampler(args, train_dataset, accelerator)
     # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
     # so the dropout masks after a resume are those of the uninterrupted run.
     train_dataloader = DataLoader(
         train_dataset,
-        shuffle=True,
+        shuffle=train_sampler is None,
+        sampler=train_sampler,
         collate_fn=data_collator,
         batch_size=args.per_device_train_batch_size,
         num_workers=args.dataloader_num_workers,
@@ -789,7 +820,7 @@ def training_function(args):
         generator=torch.Generator(),
     )
 
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
     num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
@@ -885,6 +916,12 @@ def training_function(args):
                         accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
                         args.checkpoints_total_limit,
                     )
+                if preemption_requested(accelerator):
+                    checkpoint = save_checkpoint(
+                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
+                        args.checkpoints_total_limit,
+                    )
+                    exit_preempted(accelerator, logger, checkpoint)
                 if completed_steps >= max_train_steps:
                     break
 
@@ -927,6 +964,7 @@ def training_function(args):
                 predict_dataset.remove_columns("word_ids"),
                 collate_fn=data_collator,
                 batch_size=args.per_device_eval_batch_size,
+                num_workers=args.dataloader_num_workers,
             )
         )
         test_predictions = predict(
@@ -959,6 +997,7 @@ def main(argv=None):
     runs it from a notebook."""
     args = parse_args(argv)
     validate_common_args(args)
+    refuse_padding_flags_with_max_length(args, "--max_length")
     return training_function(args)
 
 

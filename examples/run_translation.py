@@ -51,6 +51,7 @@ from common.checkpointing import (
 from common.data import load_data_files, require_columns
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
+from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers, parse_report_to
@@ -139,6 +140,15 @@ def parse_args(argv=None):
     data.add_argument(
         "--num_beams", type=positive_int, default=None, help="Beams for generation (default: the model's, often 1)."
     )
+    data.add_argument(
+        "--label_smoothing_factor",
+        "--label_smoothing",
+        type=smoothing_factor,
+        default=0.0,
+        help="Label smoothing epsilon for the training loss (0 = plain cross-entropy; 0.1 as in Vaswani et al., "
+        "2017): the target distribution puts 1 - epsilon on the reference token and spreads epsilon uniformly "
+        "over the vocabulary. Padding (-100 labels) is excluded.",
+    )
     parser.add_argument_group("distributed").add_argument(
         "--ddp_find_unused_parameters",
         action="store_true",
@@ -182,6 +192,43 @@ def parse_args(argv=None):
     if args.val_max_target_length is None:
         args.val_max_target_length = args.max_target_length
     return args
+
+
+def smoothing_factor(value):
+    """argparse `type=` for `--label_smoothing_factor`: a float in [0, 1).
+
+    Raises:
+        argparse.ArgumentTypeError: for anything else.
+    """
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {value!r}") from None
+    if not 0.0 <= number < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {number}")
+    return number
+
+
+def label_smoothed_loss(logits, labels, epsilon, ignore_index=-100):
+    """Label-smoothed cross-entropy (Szegedy et al., 2016; used for translation by Vaswani et al., 2017).
+
+    For each position whose label is not `ignore_index`: (1 - epsilon) x (-log p[label]) + epsilon x mean over
+    the V vocabulary entries of (-log p[v]), averaged over those positions. This is the formula of
+    `transformers.trainer_pt_utils.LabelSmoother` and of `torch.nn.functional.cross_entropy(...,
+    label_smoothing=epsilon)`, which computes it here. epsilon = 0 gives the models' own loss.
+
+    Args:
+        logits: (batch, length, V) float tensor, unnormalised scores.
+        labels: (batch, length) int tensor of token ids, `ignore_index` at positions not scored.
+        epsilon: float in [0, 1).
+
+    Returns:
+        a scalar tensor (nats per scored token), in float32 even under mixed precision.
+    """
+    return torch.nn.functional.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=ignore_index,
+        label_smoothing=epsilon,
+    )
 
 
 def validate_args(args):
@@ -746,6 +793,7 @@ def training_function(args):
         args.ddp_find_unused_parameters) else []
     accelerator = build_accelerator(args, kwargs_handlers=kwargs_handlers)
     setup_logging(accelerator, logger)
+    install_sigterm_handler()  # SIGTERM -> checkpoint after the current optimizer step, then exit
 
     raw_datasets, source_key, target_key = load_raw_datasets(args)
     tokenizer = load_tokenizer(args, raw_datasets, source_key, target_key, accelerator)
@@ -768,18 +816,22 @@ def training_function(args):
         data_collator = default_data_collator
     else:
         # Pads inputs with the pad token and labels with -100 (or the pad token), and builds
-        # decoder_input_ids from the labels; multiples of 8 let fp16/bf16 matmuls use tensor cores.
+        # decoder_input_ids from the labels; multiples of 8 (the default under fp16/bf16, or
+        # --pad_to_multiple_of) let mixed-precision matmuls use tensor cores.
         data_collator = DataCollatorForSeq2Seq(
             tokenizer,
             model=model,
             label_pad_token_id=-100 if args.ignore_pad_token_for_loss else tokenizer.pad_token_id,
-            pad_to_multiple_of=8 if accelerator.mixed_precision != "no" else None,
+            pad_to_multiple_of=padding_multiple(args, accelerator),
         )
+    # --group_by_length: batches of sources of similar length (less padding); otherwise a plain shuffle.
+    train_sampler = build_train_sampler(args, train_dataset, accelerator)
     # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
     # so the dropout masks after a resume are those of the uninterrupted run.
     train_dataloader = DataLoader(
         train_dataset,
-        shuffle=True,
+        shuffle=train_sampler is None,
+        sampler=train_sampler,
         collate_fn=data_collator,
         batch_size=args.per_device_train_batch_size,
         num_workers=args.dataloader_num_workers,
@@ -793,7 +845,7 @@ def training_function(args):
         generator=torch.Generator(),
     )
 
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
     num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
@@ -868,6 +920,8 @@ def training_function(args):
             with accelerator.accumulate(model):
                 outputs = model(**batch)
                 loss = outputs.loss
+                if args.label_smoothing_factor > 0:
+                    loss = label_smoothed_loss(outputs.logits, batch["labels"], args.label_smoothing_factor)
                 accelerator.backward(loss)
                 optimizer.step()
                 lr_scheduler.step()
@@ -887,6 +941,12 @@ def training_function(args):
                         accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
                         args.checkpoints_total_limit,
                     )
+                if preemption_requested(accelerator):
+                    checkpoint = save_checkpoint(
+                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
+                        args.checkpoints_total_limit,
+                    )
+                    exit_preempted(accelerator, logger, checkpoint)
                 if completed_steps >= max_train_steps:
                     break
 

@@ -43,6 +43,7 @@ from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
+from common.sampling import build_train_sampler, padding_multiple
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
@@ -324,13 +325,16 @@ def training_function(args):
             tokenizer,
             model=model,
             label_pad_token_id=-100 if args.ignore_pad_token_for_loss else tokenizer.pad_token_id,
-            pad_to_multiple_of=8 if accelerator.mixed_precision != "no" else None,
+            pad_to_multiple_of=padding_multiple(args, accelerator),
         )
+    # --group_by_length: batches of documents of similar length (less padding); otherwise a plain shuffle.
+    train_sampler = build_train_sampler(args, train_dataset, accelerator)
     # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
     # so the dropout masks after a resume are those of the uninterrupted run.
     train_dataloader = DataLoader(
         train_dataset,
-        shuffle=True,
+        shuffle=train_sampler is None,
+        sampler=train_sampler,
         collate_fn=data_collator,
         batch_size=args.per_device_train_batch_size,
         num_workers=args.dataloader_num_workers,
@@ -344,7 +348,7 @@ def training_function(args):
         generator=torch.Generator(),
     )
 
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
     num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
         max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps

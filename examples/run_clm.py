@@ -47,6 +47,7 @@ from common.data import load_data_files
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
+from common.sampling import refuse_padding_flags
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tpu import tie_weights_on_xla
@@ -548,7 +549,7 @@ def training_function(args):
         generator=torch.Generator(),
     )
 
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
     num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
@@ -721,6 +722,9 @@ def main(argv=None):
     runs it from a notebook."""
     args = parse_args(argv)
     validate_common_args(args)
+    # Texts are concatenated and cut into blocks of exactly --block_size tokens: batches hold no padding.
+    refuse_padding_flags(args, "every training and evaluation block holds exactly --block_size tokens, so batches "
+                               "hold no padding to save")
     return training_function(args)
 
 

@@ -45,6 +45,7 @@ from common.data import load_data_files, require_columns
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
+from common.sampling import refuse_padding_flags
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
@@ -165,7 +166,8 @@ def parse_args(argv=None):
 
 def validate_args(args):
     """`common.args.validate_common_args`, which knows --dataset_name and --train_file/--validation_file as data
-    sources, plus the image folders. Raises ValueError naming the flag."""
+    sources, plus the image folders; --group_by_length and --pad_to_multiple_of are refused (images are not
+    padded). Raises ValueError naming the flag."""
     for flag in ("train_dir", "validation_dir"):
         path = getattr(args, flag)
         if path is not None and not os.path.isdir(path):
@@ -175,6 +177,8 @@ def validate_args(args):
         view.dataset_name = "imagefolder"  # a data source is given; common knows it under no other name
     validate_common_args(view)
     args.hub_model_id = view.hub_model_id
+    # Every image is resized or cropped to the model's input size: batches hold no padding.
+    refuse_padding_flags(args, "every image is resized to the model's input size, so batches hold no padding")
 
 
 def load_raw_datasets(args):
@@ -785,7 +789,7 @@ def training_function(args):
         generator=torch.Generator(),
     )
 
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
     num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(

@@ -48,8 +48,8 @@ from common.checkpointing import (
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.sampling import build_train_sampler, padding_multiple
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
+from common.sampling import build_train_sampler, padding_multiple
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers

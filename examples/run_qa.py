@@ -51,6 +51,7 @@ from common.data import SPLIT_FLAGS, require_columns
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
+from common.sampling import build_train_sampler, padding_multiple
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
@@ -126,7 +127,7 @@ def validate_qa_args(args):
     Raises:
         ValueError: naming the flag: --use_slow_tokenizer (offsets need a fast tokenizer), a missing
             --validation_file, --doc_stride >= --max_seq_length, non-positive sizes, --do_predict
-            without test data.
+            without test data, --group_by_length or --pad_to_multiple_of with --pad_to_max_length.
     """
     if args.use_slow_tokenizer:
         raise ValueError(
@@ -145,6 +146,17 @@ def validate_qa_args(args):
         )
     if args.do_predict and args.dataset_name is None and args.test_file is None:
         raise ValueError("--do_predict needs --test_file (or a --dataset_name with a test split).")
+    # Features are padded per batch (dynamic padding) unless --pad_to_max_length pads them all to one length;
+    # then grouping by length or rounding the batch length cannot change anything.
+    if args.pad_to_max_length:
+        given = [flag for flag, value in (("--group_by_length", args.group_by_length),
+                                          ("--pad_to_multiple_of", args.pad_to_multiple_of)) if value]
+        if given:
+            raise ValueError(
+                f"{' and '.join(given)} with --pad_to_max_length: every feature is padded to --max_seq_length "
+                f"{args.max_seq_length} tokens, so the flag would change nothing; drop one of them (dynamic padding, "
+                "the default, is what these flags speed up)."
+            )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -988,14 +1000,16 @@ def training_function(args):
         data_collator = default_data_collator
     else:
         # Dynamic padding; multiples of 8 let fp16/bf16 matmuls use tensor cores.
-        data_collator = DataCollatorWithPadding(
-            tokenizer, pad_to_multiple_of=8 if accelerator.mixed_precision != "no" else None
-        )
+        data_collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=padding_multiple(args, accelerator))
+    # --group_by_length: batches of features of similar lengths (short contexts pad less); otherwise a plain
+    # shuffle. The sampler's order depends on (seed, epoch) only, so a resume skips exactly the batches seen.
+    train_sampler = build_train_sampler(args, train_dataset, accelerator)
     # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
     # so the dropout masks after a resume are those of the uninterrupted run.
     train_dataloader = DataLoader(
         train_dataset,
-        shuffle=True,
+        shuffle=train_sampler is None,
+        sampler=train_sampler,
         collate_fn=data_collator,
         batch_size=args.per_device_train_batch_size,
         num_workers=args.dataloader_num_workers,
@@ -1009,7 +1023,7 @@ def training_function(args):
         generator=torch.Generator(),
     )
 
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
     num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
@@ -1152,6 +1166,7 @@ def training_function(args):
                 predict_features.remove_columns(FEATURE_ONLY_COLUMNS),
                 collate_fn=data_collator,
                 batch_size=args.per_device_eval_batch_size,
+                num_workers=args.dataloader_num_workers,
             )
         )
         scored = has_gold_answers(predict_examples, args)

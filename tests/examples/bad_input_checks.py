@@ -74,3 +74,20 @@ def replace_flag(argv, flag, value):
     else:
         argv += [flag, value]
     return argv
+
+
+def optimizer_of_one_step(main, argv, out):
+    """Runs `main(argv)` in this process for one optimizer step, checkpointed (`--max_train_steps 1
+    --checkpointing_steps 1 --output_dir out`), and returns the `param_groups` of the optimizer saved in
+    out/step_1/optimizer.bin: a list of dicts with "lr", "weight_decay", "foreach", "fused", ... as
+    `torch.optim.AdamW.state_dict()` writes them. Used to check that `--optim` reaches the optimizer."""
+    import torch
+    from accelerate.state import AcceleratorState
+
+    argv = replace_flag(replace_flag(replace_flag(argv, "--max_train_steps", "1"), "--checkpointing_steps", "1"),
+                        "--output_dir", out)
+    try:
+        main([str(a) for a in argv])
+    finally:
+        AcceleratorState._reset_state()
+    return torch.load(out / "step_1" / "optimizer.bin", weights_only=True)["param_groups"]

@@ -11,7 +11,14 @@ import json
 
 import pytest
 import train_tokenizer
-from bad_input_checks import assert_rejected, make_finished_run, replace_flag, snapshot, write
+from bad_input_checks import (
+    assert_rejected,
+    make_finished_run,
+    optimizer_of_one_step,
+    replace_flag,
+    snapshot,
+    write,
+)
 from test_run_clm import corpus_lines
 
 import run_clm
@@ -134,6 +141,22 @@ def test_model_from_scratch_without_tokenizer(good, finished_run, capsys):
 def test_test_file_is_refused(tokenizer_dir, good, finished_run, capsys):
     argv = base(tokenizer_dir, good["train"], good["validation"], finished_run, "--test_file", good["validation"])
     assert_rejected(run_clm.main, argv, r"--test_file is not used by run_clm\.py", finished_run, capsys)
+
+
+@pytest.mark.parametrize("flag", [["--group_by_length"], ["--pad_to_multiple_of", "8"]])
+def test_padding_flags_are_refused(tokenizer_dir, good, finished_run, capsys, flag):
+    argv = base(tokenizer_dir, good["train"], good["validation"], finished_run, *flag)
+    assert_rejected(run_clm.main, argv, rf"{flag[0]}: not used by this script \(every training and evaluation block "
+                                        r"holds exactly --block_size tokens", finished_run, capsys)
+
+
+def test_optim_and_dataloader_workers_reach_the_run(tokenizer_dir, good, tmp_path):
+    """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with 1 DataLoader worker."""
+    argv = base(tokenizer_dir, good["train"], good["validation"], tmp_path / "run", "--optim", "adamw_torch_fused",
+                "--dataloader_num_workers", "1")
+    groups = optimizer_of_one_step(run_clm.main, argv, tmp_path / "run")
+    assert [group["fused"] for group in groups] == [True, True]
+
 
 
 def test_bad_input_exits_non_zero_under_accelerate_launch(tokenizer_dir, good, finished_run, tmp_path):

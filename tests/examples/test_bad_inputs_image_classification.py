@@ -12,7 +12,14 @@ import random
 import shutil
 
 import pytest
-from bad_input_checks import assert_rejected, make_finished_run, replace_flag, snapshot, write
+from bad_input_checks import (
+    assert_rejected,
+    make_finished_run,
+    optimizer_of_one_step,
+    replace_flag,
+    snapshot,
+    write,
+)
 from test_run_image_classification import CLASSES, TINY_VIT, make_image
 
 import run_image_classification
@@ -210,6 +217,22 @@ def test_config_override_of_unknown_key(csv_files, finished_run, capsys):
                         "hidden_size=32,num_layers=2")
     assert_rejected(SCRIPT_MAIN, argv, r"--config_overrides: ViTConfig has no attribute\(s\) \['num_layers'\]",
                     finished_run, capsys)
+
+
+@pytest.mark.parametrize("flag", [["--group_by_length"], ["--pad_to_multiple_of", "8"]])
+def test_padding_flags_are_refused(csv_files, finished_run, capsys, flag):
+    argv = base(csv_files["train"], csv_files["validation"], finished_run, *flag)
+    assert_rejected(SCRIPT_MAIN, argv, rf"{flag[0]}: not used by this script \(every image is resized to the "
+                                       r"model's input size, so batches hold no padding\)", finished_run, capsys)
+
+
+def test_optim_and_dataloader_workers_reach_the_run(csv_files, tmp_path):
+    """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with 1 DataLoader worker."""
+    argv = base(csv_files["train"], csv_files["validation"], tmp_path / "run", "--optim", "adamw_torch_fused",
+                "--dataloader_num_workers", "1")
+    groups = optimizer_of_one_step(SCRIPT_MAIN, argv, tmp_path / "run")
+    assert [group["fused"] for group in groups] == [True, True]
+
 
 
 def test_bad_input_exits_non_zero_under_accelerate_launch(images, finished_run, tmp_path):

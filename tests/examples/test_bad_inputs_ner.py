@@ -177,6 +177,16 @@ def test_unknown_task_name(tiny_model, files, finished_run, capsys):
     assert_rejected(run_ner.main, argv, r"argument --task_name: invalid choice: 'ne'", finished_run, capsys)
 
 
+@pytest.mark.parametrize("flag", [["--group_by_length"], ["--pad_to_multiple_of", "8"]])
+def test_padding_flags_with_pad_to_max_length_are_refused(tiny_model, files, finished_run, capsys, flag):
+    argv = base(tiny_model, files["train.jsonl"], files["validation.jsonl"], finished_run, "--pad_to_max_length",
+                *flag)
+    assert_rejected(run_ner.main, argv, rf"{flag[0]} with --pad_to_max_length: every example is padded to "
+                                        r"--max_length 128 tokens, so the flag would change nothing", finished_run,
+                    capsys)
+
+
+
 def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_model, files, finished_run, tmp_path):
     before = snapshot(finished_run)
     bad = write(tmp_path, "bad.txt", CONLL.replace("in IN B-PP O\n", "in\n"))

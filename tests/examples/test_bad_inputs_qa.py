@@ -12,7 +12,14 @@ import json
 import logging
 
 import pytest
-from bad_input_checks import assert_rejected, make_finished_run, replace_flag, snapshot, write
+from bad_input_checks import (
+    assert_rejected,
+    make_finished_run,
+    optimizer_of_one_step,
+    replace_flag,
+    snapshot,
+    write,
+)
 from test_run_qa import flatten, make_squad
 
 import run_qa
@@ -227,6 +234,24 @@ def test_answer_text_not_in_context_is_dropped_from_training_with_a_warning(tiny
                for w in warnings), warnings
     assert any("broken_val.json" in w and f"question {qa['id']}: answer 'atlantis' is not at answer_start" in w
                and "kept as a gold text" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("flag", [["--group_by_length"], ["--pad_to_multiple_of", "8"]])
+def test_padding_flags_with_pad_to_max_length_are_refused(tiny_model, good, finished_run, capsys, flag):
+    argv = base(tiny_model, good["train"], good["validation"], finished_run, "--pad_to_max_length", *flag)
+    assert_rejected(run_qa.main, argv, rf"{flag[0]} with --pad_to_max_length: every feature is padded to "
+                                       r"--max_seq_length 64 tokens, so the flag would change nothing", finished_run,
+                    capsys)
+
+
+def test_speed_switches_reach_the_run(tiny_model, good, tmp_path):
+    """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with --group_by_length,
+    --pad_to_multiple_of and 1 DataLoader worker."""
+    argv = base(tiny_model, good["train"], good["validation"], tmp_path / "run", "--optim", "adamw_torch_fused",
+                "--group_by_length", "--pad_to_multiple_of", "8", "--dataloader_num_workers", "1")
+    groups = optimizer_of_one_step(run_qa.main, argv, tmp_path / "run")
+    assert [group["fused"] for group in groups] == [True, True]
+
 
 
 def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_model, good, finished_run, tmp_path, squad):

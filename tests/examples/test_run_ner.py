@@ -178,6 +178,63 @@ def test_two_processes_conll_iob1_label_all_tokens_and_resume(tmp_path, ner_data
     assert resumed["eval_f1"] == results["eval_f1"]
 
 
+def bf16_autocast_works_on_cpu():
+    """True when torch can run a bf16 autocast matmul on this CPU (the speed-switch test then trains in bf16)."""
+    import torch
+
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+    except RuntimeError:
+        return False
+
+
+def test_speed_switches_group_by_length_fused_adamw_bf16_learn(tmp_path, ner_data, tiny_ner_bert, untrained_f1):
+    """--group_by_length --optim adamw_torch_fused (--mixed_precision bf16 where the CPU has it): the model still
+    learns, the fused AdamW is the one saved in the checkpoint, and the padding counted over the run is exactly
+    that of the length-grouped batches (seed 7, epochs 0 and 1, each batch padded to a multiple of 8 under bf16),
+    less than that of the plain shuffle over the same epochs."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from common.sampling import LengthGroupedSampler
+
+    directory, splits = ner_data
+    bf16 = bf16_autocast_works_on_cpu()
+    extra = {"mixed_precision": "bf16"} if bf16 else {}
+    launch("run_ner.py", common_args(tiny_ner_bert, tmp_path, train_file=directory / "train.jsonl",
+                                     validation_file=directory / "validation.jsonl", num_train_epochs=2,
+                                     group_by_length=True, optim="adamw_torch_fused", checkpointing_steps=30,
+                                     **extra))
+    results = read_results(tmp_path)
+    assert results["train_steps"] == 60  # 240 sentences / 8 per batch x 2 epochs
+    assert results["eval_f1"] > max(0.6, untrained_f1 + 0.4), (results["eval_f1"], untrained_f1)
+    groups = torch.load(tmp_path / "step_30" / "optimizer.bin", weights_only=True)["param_groups"]
+    assert all(group["fused"] for group in groups)
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_ner_bert)
+    words = [[w[0] for w in sentence] for sentence in splits["train"]]
+    lengths = [len(ids) for ids in tokenizer(words, is_split_into_words=True, truncation=True,
+                                              max_length=128)["input_ids"]]
+    multiple = 8 if bf16 else 1
+
+    def padding(order):
+        real = padded = 0
+        for start in range(0, len(order), 8):
+            batch = [lengths[i] for i in order[start:start + 8]]
+            real += sum(batch)
+            padded += -(-max(batch) // multiple) * multiple * len(batch)
+        return padded - real, real
+
+    sampler = LengthGroupedSampler(lengths, 8, seed=7)
+    grouped = [padding(list(sampler)) for _ in range(2)]  # iterating advances the epoch
+    pad, real = sum(g[0] for g in grouped), sum(g[1] for g in grouped)
+    assert results["train_padding_fraction"] == round(pad / (pad + real), 4)
+    shuffled = [padding(torch.randperm(len(lengths), generator=torch.Generator().manual_seed(7 + e)).tolist())
+                for e in range(2)]
+    assert pad < sum(s[0] for s in shuffled), (pad, shuffled)
+
+
 @pytest.mark.slow
 def test_iob1_and_iob2_files_train_and_score_identically(tmp_path, ner_data, tiny_ner_bert):
     directory, _ = ner_data

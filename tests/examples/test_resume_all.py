@@ -1,0 +1,275 @@
+"""Crash-safe exact resume for every script (issue #7).
+
+Each script is started on one process with `--checkpointing_steps N --resume_from_checkpoint latest`,
+stopped part-way, and restarted with the unchanged command:
+
+* SIGKILL at a random optimizer step after the first complete checkpoint exists (possibly in the middle of
+  writing a later checkpoint, which must then be ignored);
+* SIGTERM at a random step (a preempted job): the script finishes the optimizer step, writes `step_K`,
+  exits with 75 (EX_TEMPFAIL) and writes no results.
+
+The final weights must be bit-identical (`torch.equal`, tolerance 0) to those of an uninterrupted run of the
+same command (one process, so every operation is replayed in the same order), and the evaluation metrics
+equal. The data and tiny models are those of each script's own test module (tests/examples/test_run_*.py).
+
+Not slow (part of `make test`): SIGKILL for run_ner and run_clm. Everything else is @pytest.mark.slow.
+"""
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import test_run_clm
+import test_run_image_classification
+import test_run_ner
+import test_run_qa
+import test_run_summarization
+import test_run_translation
+import torch
+from safetensors.torch import load_file
+
+from conftest import EXAMPLES, OFFLINE_ENV, build_tiny_bert, launch, read_results
+
+PREEMPTED_EXIT_CODE = 75
+# Timing entries differ between any two runs; everything else in all_results.json is compared.
+TIMING = re.compile(r"runtime|per_second|seconds")
+
+
+# ------------------------------------------------------------------ per-script data, models and commands
+# Each builder writes its data and model under `directory` and returns (script, command(output_dir),
+# checkpointing_steps, files: the paths of its data and model, used by test_eval_parity.py).
+# The commands end with `--resume_from_checkpoint latest`: one command for every start.
+def ner_setup(directory):
+    splits = test_run_ner.write_ner_files(directory, n_eval=37)
+    model = build_tiny_bert(directory / "model", [" ".join(w[0] for w in words) for words in splits["train"]])
+
+    def command(out):
+        # 240 sentences, 8 per batch, 2 batches per optimizer step: 15 steps per epoch, 45 in all.
+        return test_run_ner.common_args(
+            model, out, train_file=directory / "train.jsonl", validation_file=directory / "validation.jsonl",
+            num_train_epochs=3, gradient_accumulation_steps=2, checkpointing_steps=6, resume_from_checkpoint="latest")
+
+    return "run_ner.py", command, 6, {"model": model, "train": directory / "train.jsonl",
+                                          "validation": directory / "validation.jsonl", "splits": splits}
+
+
+def clm_setup(directory):
+    import train_tokenizer
+
+    lines = {"train": test_run_clm.corpus_lines(400, seed=0), "validation": test_run_clm.corpus_lines(150, seed=1)}
+    corpus = {}
+    for split, split_lines in lines.items():
+        corpus[split] = directory / f"{split}.txt"
+        corpus[split].write_text("\n".join(split_lines) + "\n")
+    train_tokenizer.train_byte_level_bpe([line + "\n" for line in lines["train"]], vocab_size=300,
+                                         model_max_length=128, output_dir=directory / "tokenizer")
+    corpus["tokenizer"] = directory / "tokenizer"
+
+    def command(out):
+        # A GPT-2 from scratch (seeded init): about 44 steps per epoch, 2 epochs.
+        return test_run_clm.scratch_args(corpus, out, "--checkpointing_steps", 10,
+                                         "--resume_from_checkpoint", "latest")
+
+    return "run_clm.py", command, 10, {**corpus, "validation_lines": lines["validation"]}
+
+
+def qa_setup(directory):
+    train = test_run_qa.write_json(directory / "train.json", test_run_qa.make_squad(100, 1))
+    rows = test_run_qa.flatten(test_run_qa.make_squad(15, 2, prefix="v"))
+    validation = test_run_qa.write_jsonl(directory / "validation.jsonl", rows)
+    more = test_run_qa.flatten(test_run_qa.make_squad(40, 3))
+    texts = [row["question"] + " " + row["context"] for row in rows + more]
+    model = build_tiny_bert(directory / "model", texts)
+
+    def command(out):
+        # 300 questions split into features of 64 tokens, 16 per batch, 2 batches per optimizer step.
+        return ["--model_name_or_path", model, "--train_file", train, "--validation_file", validation,
+                "--max_train_samples", "160", "--num_train_epochs", "2", "--gradient_accumulation_steps", "2",
+                *test_run_qa.TRAIN, "--checkpointing_steps", "4", "--resume_from_checkpoint", "latest",
+                "--output_dir", out]
+
+    return "run_qa.py", command, 4, {"model": model, "train": train, "validation": validation}
+
+
+def translation_setup(directory):
+    from run_translation import train_seq2seq_tokenizer
+
+    pairs = {"train": test_run_translation.translation_pairs(320, seed=0),
+             "validation": test_run_translation.translation_pairs(test_run_translation.N_VALIDATION, seed=1)}
+    data = {split: test_run_translation.write_jsonl(directory / f"{split}.jsonl", p) for split, p in pairs.items()}
+    train_seq2seq_tokenizer([text for pair in pairs["train"] for text in pair], directory / "tokenizer",
+                            vocab_size=120)
+    model = test_run_translation.build_tiny_model(directory / "bart", "bart", directory / "tokenizer")
+
+    def command(out):
+        # A tiny BART (dropout 0.1: the RNG state must be restored too), 20 steps per epoch, 2 epochs.
+        return test_run_translation.run_args(data, out, "--checkpointing_steps", 8, "--resume_from_checkpoint",
+                                             "latest", model_dir=model, epochs=2, learning_rate=1e-2)
+
+    return "run_translation.py", command, 8, {**data, "model": model}
+
+
+def summarization_setup(directory):
+    from transformers import CONFIG_MAPPING, AutoModelForSeq2SeqLM
+
+    from run_translation import fit_config_to_tokenizer, train_seq2seq_tokenizer
+
+    rows = {"train": test_run_summarization.examples(320, seed=0),
+            "validation": test_run_summarization.examples(test_run_summarization.N_VALIDATION, seed=1)}
+    data = {split: test_run_summarization.write_csv(directory / f"{split}.csv", r) for split, r in rows.items()}
+    tokenizer = train_seq2seq_tokenizer([r[k] for r in rows["train"] for k in ("text", "summary")],
+                                        directory / "tokenizer", vocab_size=150)
+    config = CONFIG_MAPPING["bart"]()
+    config.update_from_string(
+        "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_attention_heads=2,decoder_attention_heads=2,"
+        "encoder_layers=2,decoder_layers=2,max_position_embeddings=64,tie_word_embeddings=false")
+    fit_config_to_tokenizer(config, tokenizer)
+    torch.manual_seed(0)
+    data["model"] = directory / "bart"
+    AutoModelForSeq2SeqLM.from_config(config).save_pretrained(data["model"])
+    tokenizer.save_pretrained(data["model"])
+
+    def command(out):
+        # 320 documents, 16 per batch: 20 steps per epoch, 2 epochs.
+        return test_run_summarization.run_args(data, out, "--num_train_epochs", 2, "--checkpointing_steps", 8,
+                                               "--resume_from_checkpoint", "latest")
+
+    return "run_summarization.py", command, 8, data
+
+
+def image_classification_setup(directory):
+    test_run_image_classification.write_image_folder(directory / "train", per_class=24, seed=0)
+    test_run_image_classification.write_image_folder(directory / "validation", per_class=7, seed=1)
+
+    def command(out):
+        # A tiny ViT from scratch with random-resized-crop augmentation: 72 images, 8 per batch, 9 steps per epoch.
+        return ["--train_dir", directory / "train", "--validation_dir", directory / "validation",
+                *test_run_image_classification.TINY_VIT, *test_run_image_classification.COMMON,
+                "--num_train_epochs", "4", "--checkpointing_steps", "4", "--resume_from_checkpoint", "latest",
+                "--output_dir", out]
+
+    return "run_image_classification.py", command, 4, {"train": directory / "train",
+                                                           "validation": directory / "validation"}
+
+
+SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": translation_setup,
+          "summarization": summarization_setup, "image_classification": image_classification_setup}
+CHEAP = ("ner", "clm")  # SIGKILL for these two runs in `make test`
+
+
+def scripts(cheap=()):
+    return [pytest.param(name, marks=() if name in cheap else pytest.mark.slow) for name in SETUPS]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """setup(name) -> (script, command, checkpointing_steps, uninterrupted output folder), built on first use."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            script, command, every, _ = SETUPS[name](tmp_path_factory.mktemp(name))
+            out = tmp_path_factory.mktemp(f"{name}_uninterrupted") / "out"
+            # `latest` with no checkpoint yet starts from scratch: the same command for every start.
+            result = launch(script, command(out))
+            assert "starting from scratch" in result.stdout
+            cache[name] = script, command, every, out
+        return cache[name]
+
+    return get
+
+
+# ------------------------------------------------------------------ helpers
+def start_direct(script, args, log_path):
+    """`python examples/<script> ...` on one process (no launcher, so the signal reaches the script itself);
+    stdout and stderr (with tqdm's progress) go to `log_path`."""
+    env = {**os.environ, **OFFLINE_ENV, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+    log = open(log_path, "w")
+    process = subprocess.Popen([sys.executable, str(EXAMPLES / script), *map(str, args)], env=env, stdout=log,
+                               stderr=subprocess.STDOUT, text=True)
+    log.close()
+    return process
+
+
+def progress(log_path, total):
+    """The last optimizer-step count tqdm printed ("  17/45 [..."), 0 before the first."""
+    counts = re.findall(rf"(\d+)/{total} \[", log_path.read_text(errors="replace"))
+    return int(counts[-1]) if counts else 0
+
+
+def stop_at_random_step(script, command, out, every, total, log_path, sig):
+    """Starts the command, waits for the first complete checkpoint `step_{every}`, then for a random later
+    optimizer step (tqdm's count), and sends `sig`. Returns (process, target step, step seen when signalled)."""
+    process = start_direct(script, command(out), log_path)
+    first = out / f"step_{every}"
+    target = random.Random().randint(every, max(every, total - max(4, total // 4)))
+    deadline = time.time() + 300
+    while not first.exists() or progress(log_path, total) < target:
+        assert process.poll() is None, f"finished before step {target}:\n{log_path.read_text()[-3000:]}"
+        assert time.time() < deadline, f"step {target} not reached:\n{log_path.read_text()[-3000:]}"
+        time.sleep(0.02)
+    seen = progress(log_path, total)
+    process.send_signal(sig)
+    return process, target, seen
+
+
+def compare_with_uninterrupted(expected_dir, actual_dir):
+    """Bit-identical weights (tolerance 0) and equal results (timings aside)."""
+    expected, actual = load_file(expected_dir / "model.safetensors"), load_file(actual_dir / "model.safetensors")
+    assert expected.keys() == actual.keys()
+    for key in expected:
+        assert torch.equal(expected[key], actual[key]), key
+    a, b = read_results(expected_dir), read_results(actual_dir)
+    for key in a:
+        if (key.startswith("eval_") or key == "train_steps") and not TIMING.search(key):
+            assert a[key] == b[key], (key, a[key], b[key])
+    return a
+
+
+# ------------------------------------------------------------------ tests
+@pytest.mark.parametrize("name", scripts(cheap=CHEAP))
+def test_sigkill_at_a_random_step_then_same_command_resumes_exactly(name, setup, tmp_path):
+    script, command, every, uninterrupted = setup(name)
+    total = read_results(uninterrupted)["train_steps"]
+    out = tmp_path / "out"
+    process, target, seen = stop_at_random_step(script, command, out, every, total, tmp_path / "killed.log",
+                                                signal.SIGKILL)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
+    resumed = launch(script, command(out))
+    match = re.search(r"Resuming from (\S+)", resumed.stdout)
+    assert match, resumed.stdout[-3000:]
+    results = compare_with_uninterrupted(uninterrupted, out)
+    metrics = {k: v for k, v in results.items() if k.startswith("eval_")}
+    print(f"{name}: killed at step {seen}/{total} (target {target}), resumed from {match.group(1)}; "
+          f"weights bit-identical; eval metrics equal: {metrics}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SETUPS))
+def test_sigterm_checkpoints_exits_75_then_same_command_resumes_exactly(name, setup, tmp_path):
+    script, command, every, uninterrupted = setup(name)
+    total = read_results(uninterrupted)["train_steps"]
+    out = tmp_path / "out"
+    process, target, seen = stop_at_random_step(script, command, out, every, total, tmp_path / "preempted.log",
+                                                signal.SIGTERM)
+    process.wait(timeout=300)
+    log = (tmp_path / "preempted.log").read_text()
+    assert process.returncode == PREEMPTED_EXIT_CODE, log[-3000:]
+    saved = re.search(r"Preempted: saved \S*step_(\d+)", log)
+    assert saved, log[-3000:]
+    assert int(saved.group(1)) >= seen  # the step being trained when the signal came was finished and saved
+    assert (out / f"step_{saved.group(1)}" / "training_progress.json").is_file()
+    assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
+    resumed = launch(script, command(out))
+    assert f"Resuming from {out / ('step_' + saved.group(1))}" in resumed.stdout, resumed.stdout[-3000:]
+    compare_with_uninterrupted(uninterrupted, out)
+    print(f"{name}: SIGTERM at step {seen}/{total}, saved step_{saved.group(1)}, exit 75; weights bit-identical")
+

@@ -273,3 +273,23 @@ def test_pos_task_reports_accuracy(tmp_path, ner_data, tiny_ner_bert):
     results = read_results(tmp_path)
     assert "eval_f1" not in results
     assert results["eval_accuracy"] > 0.8
+
+
+@pytest.mark.slow
+def test_resume_with_group_by_length_two_processes(tmp_path, ner_data, tiny_ner_bert):
+    """--group_by_length on 2 processes with accumulation: resuming from step_5 (mid epoch 0; 8 steps per epoch)
+    replays the remaining length-grouped batches of epoch 0 and the new order of epoch 1 exactly."""
+    from safetensors.torch import load_file
+
+    directory, _ = ner_data
+    extra = dict(train_file=directory / "train.jsonl", validation_file=directory / "validation.jsonl",
+                 max_train_steps=12, gradient_accumulation_steps=2, group_by_length=True, optim="adamw_torch_fused")
+    launch("run_ner.py", common_args(tiny_ner_bert, tmp_path / "a", checkpointing_steps=5, **extra), 2)
+    launch("run_ner.py", common_args(tiny_ner_bert, tmp_path / "b", resume_from_checkpoint=tmp_path / "a" / "step_5",
+                                     **extra), 2)
+    a, b = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    for name in a:
+        assert (a[name] - b[name]).abs().max().item() <= 1e-6, name
+    results_a, results_b = read_results(tmp_path / "a"), read_results(tmp_path / "b")
+    assert results_a["eval_f1"] == results_b["eval_f1"]
+    assert results_a["train_steps"] == results_b["train_steps"] == 12

@@ -7,6 +7,7 @@ with an --output_dir that already holds a finished run and --overwrite_output_di
 expected, and that nothing in --output_dir changed. The pattern is that of test_bad_inputs_glue.py.
 """
 
+import contextlib
 import hashlib
 import os
 import re
@@ -76,6 +77,21 @@ def replace_flag(argv, flag, value):
     return argv
 
 
+@contextlib.contextmanager
+def own_signal_handlers():
+    """Restores this process's SIGTERM and SIGUSR1 handlers on exit. A script's `main` run in the test process
+    installs `common.preemption`'s handler, which turns SIGTERM into "checkpoint and stop after this step":
+    left in place, a SIGTERM sent to pytest would not stop it but would make later in-process runs stop early."""
+    import signal
+
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
 def optimizer_of_one_step(main, argv, out):
     """Runs `main(argv)` in this process for one optimizer step, checkpointed (`--max_train_steps 1
     --checkpointing_steps 1 --output_dir out`), and returns the `param_groups` of the optimizer saved in
@@ -87,7 +103,8 @@ def optimizer_of_one_step(main, argv, out):
     argv = replace_flag(replace_flag(replace_flag(argv, "--max_train_steps", "1"), "--checkpointing_steps", "1"),
                         "--output_dir", out)
     try:
-        main([str(a) for a in argv])
+        with own_signal_handlers():
+            main([str(a) for a in argv])
     finally:
         AcceleratorState._reset_state()
     return torch.load(out / "step_1" / "optimizer.bin", weights_only=True)["param_groups"]

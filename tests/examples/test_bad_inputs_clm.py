@@ -154,8 +154,12 @@ def test_optim_and_dataloader_workers_reach_the_run(tokenizer_dir, good, tmp_pat
     """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with 1 DataLoader worker."""
     argv = base(tokenizer_dir, good["train"], good["validation"], tmp_path / "run", "--optim", "adamw_torch_fused",
                 "--dataloader_num_workers", "1")
+    import signal
+
+    handler = signal.getsignal(signal.SIGTERM)
     groups = optimizer_of_one_step(run_clm.main, argv, tmp_path / "run")
     assert [group["fused"] for group in groups] == [True, True]
+    assert signal.getsignal(signal.SIGTERM) is handler  # the script's preemption handler does not outlive the run
 
 
 

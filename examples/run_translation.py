@@ -71,6 +71,10 @@ MBART_TOKENIZERS = ("MBartTokenizer", "MBartTokenizerFast")
 # Model families whose decoder starts with the pad token ("In T5 it is usually set to the pad_token_id",
 # transformers' T5 docs; MarianMT and Pegasus do the same). Used when a new config does not say.
 PAD_STARTED_MODEL_TYPES = ("t5", "mt5", "umt5", "longt5", "switch_transformers", "marian", "pegasus")
+# mBART's `shift_tokens_right` builds decoder inputs by moving the labels' last non-pad token to the front: the
+# target language code with an mBART tokenizer, `</s>` with any other; a new mBART (trained from scratch with
+# another tokenizer) therefore starts decoding with eos.
+EOS_STARTED_MODEL_TYPES = ("mbart",)
 # Special-token attributes of a config, remapped onto a new tokenizer's ids for models trained from scratch.
 SPECIAL_TOKEN_ATTRIBUTES = (
     "pad_token_id", "eos_token_id", "bos_token_id", "decoder_start_token_id", "forced_bos_token_id",
@@ -785,6 +789,8 @@ def load_model(args, tokenizer):
     fit_config_to_tokenizer(config, tokenizer)
     if getattr(config, "decoder_start_token_id", None) is None and config.model_type in PAD_STARTED_MODEL_TYPES:
         config.decoder_start_token_id = tokenizer.pad_token_id
+    if getattr(config, "decoder_start_token_id", None) is None and config.model_type in EOS_STARTED_MODEL_TYPES:
+        config.decoder_start_token_id = tokenizer.eos_token_id
     logger.info(f"Training a new {config.model_type} model from scratch")
     return AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=args.trust_remote_code)
 

@@ -391,3 +391,55 @@ def test_generated_lengths_stop_at_the_first_eos():
     # Rows start with the decoder start token (0); eos = 1, pad = 0. Beam search may fill with eos or pad.
     generated = torch.tensor([[0, 5, 6, 1, 1, 1], [0, 7, 1, 0, 0, 0], [0, 5, 6, 7, 8, 9]])
     assert run_translation.generated_lengths(generated, eos_token_id=1, pad_token_id=0) == [3, 2, 5]
+
+
+# ---------------------------------------------------------------- label smoothing
+def test_label_smoothing_flag(capsys):
+    assert make_args().label_smoothing_factor == 0.0
+    assert make_args("--label_smoothing", "0.1").label_smoothing_factor == 0.1
+    assert make_args("--label_smoothing_factor", "0").label_smoothing_factor == 0.0
+    for bad in ("1", "-0.1", "lots"):
+        with pytest.raises(SystemExit):
+            make_args("--label_smoothing_factor", bad)
+        assert "--label_smoothing_factor" in capsys.readouterr().err
+
+
+def test_label_smoothed_loss_hand_computed():
+    # One sequence, vocabulary of 3, two scored positions and one ignored (-100).
+    logits = torch.tensor([[[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [5.0, 5.0, 5.0]]])
+    labels = torch.tensor([[0, 2, -100]])
+    epsilon = 0.1
+    total = 0.0
+    for position, label in ((0, 0), (1, 2)):
+        row = logits[0, position].tolist()
+        log_z = math.log(sum(math.exp(v) for v in row))
+        nll = log_z - row[label]
+        uniform = sum(log_z - v for v in row) / 3  # -mean_v log p(v)
+        total += (1 - epsilon) * nll + epsilon * uniform
+    loss = run_translation.label_smoothed_loss(logits, labels, epsilon)
+    assert loss.item() == pytest.approx(total / 2, rel=1e-6)
+    # epsilon 0 is the models' own cross-entropy over the scored positions.
+    plain = torch.nn.functional.cross_entropy(logits[0, :2], labels[0, :2])
+    assert run_translation.label_smoothed_loss(logits, labels, 0.0).item() == pytest.approx(plain.item(), rel=1e-6)
+    # bf16 logits give a float32 loss.
+    assert run_translation.label_smoothed_loss(logits.bfloat16(), labels, epsilon).dtype == torch.float32
+
+
+def test_new_mbart_starts_decoding_with_eos_like_its_shifted_labels(state, tokenizer, tmp_path):
+    """mBART's shift_tokens_right moves the labels' last token (`</s>` with a tokenizer without language
+    codes) to the front; a new mBART's decoder_start_token_id is that eos, so generation starts as training."""
+    from transformers import DataCollatorForSeq2Seq
+
+    args = make_args("--model_type", "mbart", "--config_overrides",
+                     "d_model=8,encoder_ffn_dim=8,decoder_ffn_dim=8,encoder_attention_heads=2,"
+                     "decoder_attention_heads=2,encoder_layers=1,decoder_layers=1,max_position_embeddings=32")
+    model = run_translation.load_model(args, tokenizer)
+    run_translation.check_decoder_start_token_id(model, tokenizer)
+    eos = tokenizer.eos_token_id
+    assert model.config.decoder_start_token_id == model.generation_config.decoder_start_token_id == eos
+    assert model.config.pad_token_id == tokenizer.pad_token_id
+    features = [{"input_ids": tokenizer(en)["input_ids"], "labels": tokenizer(text_target=de)["input_ids"]}
+                for en, de in PAIRS[:2]]
+    batch = DataCollatorForSeq2Seq(tokenizer, model=model)(features)
+    assert batch["decoder_input_ids"][:, 0].tolist() == [eos, eos]
+    assert batch["decoder_input_ids"][0, 1:].tolist() == features[0]["labels"][:-1]

@@ -1,0 +1,99 @@
+"""Evaluation only (`--max_train_steps 0`) of a saved tiny model gives identical metrics on 1 and 2 processes,
+for every script (run_glue has its own in test_run_glue.py).
+
+The validation sets are sized so that 2 processes x the eval batch size does not divide them: the last round
+of batches is padded with repeated examples, which `gather_for_metrics` must drop. Each test checks the number
+of examples scored, every `eval_*` entry of all_results.json (exact equality), and where the script writes
+predictions, that they are the same text in the same order.
+
+The saved model is the one trained by the uninterrupted run of test_resume_all.py's setup for that script
+(same data, same tiny model). Not slow: run_ner and run_image_classification; the others are slow.
+"""
+
+import json
+import math
+
+import pytest
+from test_resume_all import SETUPS
+
+from conftest import launch, read_results
+
+CHEAP = ("ner", "image_classification")
+
+
+def ner_eval(files, model, out):
+    return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
+            "--per_device_eval_batch_size", 8], 37
+
+
+def clm_eval(files, model, out):
+    return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
+            "--block_size", 32, "--per_device_eval_batch_size", 8], None
+
+
+def qa_eval(files, model, out):
+    return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
+            "--max_eval_samples", 37, "--per_device_eval_batch_size", 3, "--max_seq_length", 64,
+            "--doc_stride", 24], 37
+
+
+def translation_eval(files, model, out):
+    return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
+            "--source_lang", "en", "--target_lang", "de", "--max_source_length", 32, "--val_max_target_length", 24,
+            "--per_device_eval_batch_size", 8], 37
+
+
+def summarization_eval(files, model, out):
+    return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
+            "--max_source_length", 48, "--val_max_target_length", 16, "--per_device_eval_batch_size", 8], 37
+
+
+def image_classification_eval(files, model, out):
+    return ["--model_name_or_path", model, "--train_dir", files["train"], "--validation_dir", files["validation"],
+            "--per_device_eval_batch_size", 4], 21
+
+
+EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "translation": translation_eval,
+             "summarization": summarization_eval, "image_classification": image_classification_eval}
+# Files of predictions that must be identical (same lines, same order) on 1 and 2 processes.
+PREDICTION_FILES = {"qa": "predictions.json", "translation": "generated_predictions.txt",
+                    "summarization": "generated_predictions.txt"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in CHEAP else pytest.mark.slow) for n in SETUPS])
+def test_evaluation_only_identical_on_1_and_2_processes(name, tmp_path):
+    (tmp_path / "data").mkdir()
+    script, command, _, files = SETUPS[name](tmp_path / "data")
+    trained = tmp_path / "trained"
+    launch(script, command(trained))  # the saved tiny model
+    trained_results = read_results(trained)
+    assert trained_results["train_steps"] > 0
+    outputs = []
+    for processes in (1, 2):
+        out = tmp_path / f"eval_{processes}"
+        args, expected_samples = EVAL_ARGS[name](files, trained, out)
+        launch(script, [*args, "--max_train_steps", 0, "--seed", 0, "--output_dir", out], num_processes=processes)
+        assert not (out / "model.safetensors").exists()  # evaluation only: nothing but results is saved
+        outputs.append(out)
+    one, two = read_results(outputs[0]), read_results(outputs[1])
+    assert one["train_steps"] == two["train_steps"] == 0
+    if expected_samples is None:  # language modelling: the number of blocks of the validation text
+        expected_samples = trained_results["eval_samples"]
+    batch = int(args[args.index("--per_device_eval_batch_size") + 1])
+    assert expected_samples % (2 * batch) != 0, "the last round of batches must be padded on 2 processes"
+    assert one["eval_samples"] == two["eval_samples"] == expected_samples
+    eval_keys = sorted(k for k in one if k.startswith("eval_"))
+    assert eval_keys == sorted(k for k in two if k.startswith("eval_"))
+    for key in eval_keys:
+        assert one[key] == two[key], (key, one[key], two[key])
+    if name == "clm":
+        assert one["eval_tokens"] == expected_samples * 31 and math.isfinite(one["eval_loss"])
+    if name in PREDICTION_FILES:
+        a, b = ((o / PREDICTION_FILES[name]).read_text(encoding="utf-8") for o in outputs)
+        assert a == b
+        if name == "qa":
+            assert len(json.loads(a)) == 37
+        else:
+            assert len(a.splitlines()) == 37
+    print(f"{name}: {expected_samples} examples, eval batch {batch}/process; 1 and 2 processes: "
+          f"{ {k: one[k] for k in eval_keys} }")

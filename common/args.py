@@ -197,6 +197,14 @@ def add_training_args(parser):
         "(CPU, CUDA, MPS, XPU).",
     )
     group.add_argument(
+        "--fast_dropout",
+        action="store_true",
+        help="Draw dropout masks from 16-bit random integers instead of torch's per-element Bernoulli sampler "
+        "(same keep probability up to 1/65536, same seeded generator, a different random stream); on CPU this "
+        "sampler takes up to half of a small model's forward pass. Attention then runs as eager attention "
+        "(common/fast_dropout.py).",
+    )
+    group.add_argument(
         "--group_by_length",
         action="store_true",
         help="Batch training examples of similar length together (randomly, reshuffled every epoch, resumable) "

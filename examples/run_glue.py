@@ -39,6 +39,7 @@ from common.checkpointing import (
     save_checkpoint,
 )
 from common.data import load_data_files, require_columns
+from common.fast_dropout import enable_fast_dropout
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
@@ -334,6 +335,8 @@ def training_function(args):
         ignore_mismatched_sizes=args.ignore_mismatched_sizes,
         trust_remote_code=args.trust_remote_code,
     )
+    if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
+        enable_fast_dropout(model)
 
     train_dataset, eval_dataset, predict_dataset = preprocess(
         args, raw_datasets, tokenizer, text_columns, label_column, label_to_id, accelerator

@@ -52,7 +52,7 @@ from common.data import load_data_files, require_columns
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
-from common.sampling import build_train_sampler, padding_multiple
+from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers, parse_report_to
@@ -1024,6 +1024,8 @@ def main(argv=None):
     runs it from a notebook."""
     args = parse_args(argv)
     validate_args(args)
+    # With --pad_to_max_length every source has --max_source_length tokens: the padding flags could change nothing.
+    refuse_padding_flags_with_max_length(args, "--max_source_length")
     return training_function(args)
 
 

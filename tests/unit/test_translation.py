@@ -443,3 +443,14 @@ def test_new_mbart_starts_decoding_with_eos_like_its_shifted_labels(state, token
     batch = DataCollatorForSeq2Seq(tokenizer, model=model)(features)
     assert batch["decoder_input_ids"][:, 0].tolist() == [eos, eos]
     assert batch["decoder_input_ids"][0, 1:].tolist() == features[0]["labels"][:-1]
+
+
+def test_padding_flags_with_pad_to_max_length_are_refused(tmp_path):
+    files = [write_text(tmp_path / name, [PAIRS[0][i]]) for name, i in (("v.en", 0), ("v.de", 1))]
+    argv = ["--model_type", "t5", "--tokenizer_name", "unused", "--source_lang", "en", "--target_lang", "de",
+            "--validation_source_file", files[0], "--validation_target_file", files[1], "--max_train_steps", 0,
+            "--output_dir", tmp_path / "out", "--pad_to_max_length", "--max_source_length", 40]
+    for flags in (["--group_by_length"], ["--pad_to_multiple_of", 8]):
+        with pytest.raises(ValueError, match=f"{flags[0]} with --pad_to_max_length: every example is padded to "
+                                             "--max_source_length 40 tokens"):
+            run_translation.main([str(a) for a in argv + flags])

@@ -220,3 +220,29 @@ def refuse_padding_flags(args, reason):
              if value]
     if given:
         raise ValueError(f"{' and '.join(given)}: not used by this script ({reason}); leave it out.")
+
+
+def refuse_padding_flags_with_max_length(args, length_flag, unit="example"):
+    """With --pad_to_max_length every example is padded to the same length, so --group_by_length (which
+    groups examples of similar length to pad less) and --pad_to_multiple_of (which rounds the padded length
+    of a batch) cannot change anything: they are refused rather than silently ignored.
+
+    Args:
+        args: parsed flags; uses `pad_to_max_length`, `group_by_length`, `pad_to_multiple_of` and the
+            attribute named by `length_flag`.
+        length_flag: the flag giving the fixed length, for the message (e.g. "--max_length").
+        unit: what is padded, for the message ("example", "feature").
+
+    Raises:
+        ValueError: naming the flag(s) given together with --pad_to_max_length.
+    """
+    if not getattr(args, "pad_to_max_length", False):
+        return
+    given = [flag for flag, value in (("--group_by_length", getattr(args, "group_by_length", False)),
+                                      ("--pad_to_multiple_of", getattr(args, "pad_to_multiple_of", None))) if value]
+    if given:
+        raise ValueError(
+            f"{' and '.join(given)} with --pad_to_max_length: every {unit} is padded to {length_flag} "
+            f"{getattr(args, length_flag.lstrip('-'))} tokens, so the flag would change nothing; drop one of them "
+            "(dynamic padding, the default, is what these flags speed up)."
+        )

@@ -43,7 +43,7 @@ from common.fast_dropout import enable_fast_dropout
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
-from common.sampling import build_train_sampler, padding_multiple
+from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
@@ -335,8 +335,6 @@ def training_function(args):
         ignore_mismatched_sizes=args.ignore_mismatched_sizes,
         trust_remote_code=args.trust_remote_code,
     )
-    if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
-        enable_fast_dropout(model)
 
     train_dataset, eval_dataset, predict_dataset = preprocess(
         args, raw_datasets, tokenizer, text_columns, label_column, label_to_id, accelerator
@@ -368,6 +366,8 @@ def training_function(args):
         generator=torch.Generator(),
     )
 
+    if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
+        enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
@@ -526,6 +526,7 @@ def main(argv=None):
     runs it from a notebook."""
     args = parse_args(argv)
     validate_common_args(args)
+    refuse_padding_flags_with_max_length(args, "--max_length")
     return training_function(args)
 
 

@@ -46,10 +46,11 @@ from common.checkpointing import (
     save_checkpoint,
 )
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
+from common.fast_dropout import enable_fast_dropout
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
-from common.sampling import build_train_sampler, padding_multiple
+from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
@@ -565,30 +566,6 @@ def word_level_predictions(token_predictions, word_ids, num_words, id2label, fil
     return [fill if p is None else p for p in predictions]
 
 
-def refuse_padding_flags_with_max_length(args, length_flag):
-    """With --pad_to_max_length every example is padded to the same length, so --group_by_length (which groups
-    examples of similar length to pad less) and --pad_to_multiple_of (which rounds the padded length of a
-    batch) cannot change anything: they are refused rather than silently ignored.
-
-    Args:
-        args: parsed flags; uses `pad_to_max_length`, `group_by_length`, `pad_to_multiple_of`.
-        length_flag: the flag giving the fixed length, for the message (e.g. "--max_length").
-
-    Raises:
-        ValueError: naming the flag(s) given together with --pad_to_max_length.
-    """
-    if not args.pad_to_max_length:
-        return
-    given = [flag for flag, value in (("--group_by_length", args.group_by_length),
-                                      ("--pad_to_multiple_of", args.pad_to_multiple_of)) if value]
-    if given:
-        raise ValueError(
-            f"{' and '.join(given)} with --pad_to_max_length: every example is padded to {length_flag} "
-            f"{getattr(args, length_flag.lstrip('-'))} tokens, so the flag would change nothing; drop one of them "
-            "(dynamic padding, the default, is what these flags speed up)."
-        )
-
-
 def select_samples(args, raw_datasets):
     """Truncates each split to --max_train_samples / --max_eval_samples / --max_predict_samples."""
     limits = {"train": args.max_train_samples, "validation": args.max_eval_samples, "test": args.max_predict_samples}
@@ -820,6 +797,8 @@ def training_function(args):
         generator=torch.Generator(),
     )
 
+    if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
+        enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0

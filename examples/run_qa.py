@@ -48,10 +48,11 @@ from common.checkpointing import (
     save_checkpoint,
 )
 from common.data import SPLIT_FLAGS, require_columns
+from common.fast_dropout import enable_fast_dropout
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
-from common.sampling import build_train_sampler, padding_multiple
+from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
@@ -148,15 +149,7 @@ def validate_qa_args(args):
         raise ValueError("--do_predict needs --test_file (or a --dataset_name with a test split).")
     # Features are padded per batch (dynamic padding) unless --pad_to_max_length pads them all to one length;
     # then grouping by length or rounding the batch length cannot change anything.
-    if args.pad_to_max_length:
-        given = [flag for flag, value in (("--group_by_length", args.group_by_length),
-                                          ("--pad_to_multiple_of", args.pad_to_multiple_of)) if value]
-        if given:
-            raise ValueError(
-                f"{' and '.join(given)} with --pad_to_max_length: every feature is padded to --max_seq_length "
-                f"{args.max_seq_length} tokens, so the flag would change nothing; drop one of them (dynamic padding, "
-                "the default, is what these flags speed up)."
-            )
+    refuse_padding_flags_with_max_length(args, "--max_seq_length", unit="feature")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1023,6 +1016,8 @@ def training_function(args):
         generator=torch.Generator(),
     )
 
+    if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
+        enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0

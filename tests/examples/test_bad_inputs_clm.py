@@ -151,9 +151,10 @@ def test_padding_flags_are_refused(tokenizer_dir, good, finished_run, capsys, fl
 
 
 def test_optim_and_dataloader_workers_reach_the_run(tokenizer_dir, good, tmp_path):
-    """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with 1 DataLoader worker."""
+    """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with 1 DataLoader worker
+    and --fast_dropout."""
     argv = base(tokenizer_dir, good["train"], good["validation"], tmp_path / "run", "--optim", "adamw_torch_fused",
-                "--dataloader_num_workers", "1")
+                "--dataloader_num_workers", "1", "--fast_dropout")
     import signal
 
     handler = signal.getsignal(signal.SIGTERM)

@@ -91,6 +91,12 @@ CASES = {
     "label_column_missing": (["--label_column_name", "stars"], r"missing column\(s\) .*'stars'"),
     "task_name_with_files": (["--task_name", "mrpc"], r"--task_name loads GLUE from the Hub; do not combine"),
     "unknown_task": (["--task_name", "mrcp"], r"argument --task_name: invalid choice: 'mrcp'"),
+    "group_by_length_with_pad_to_max_length": (
+        ["--pad_to_max_length", "--group_by_length"],
+        r"--group_by_length with --pad_to_max_length: every example is padded to --max_length 128 tokens"),
+    "pad_to_multiple_of_with_pad_to_max_length": (
+        ["--pad_to_max_length", "--pad_to_multiple_of", "8"],
+        r"--pad_to_multiple_of with --pad_to_max_length: every example is padded to --max_length 128 tokens"),
 }
 
 

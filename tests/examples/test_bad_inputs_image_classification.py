@@ -227,9 +227,10 @@ def test_padding_flags_are_refused(csv_files, finished_run, capsys, flag):
 
 
 def test_optim_and_dataloader_workers_reach_the_run(csv_files, tmp_path):
-    """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with 1 DataLoader worker."""
+    """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with 1 DataLoader worker
+    and --fast_dropout."""
     argv = base(csv_files["train"], csv_files["validation"], tmp_path / "run", "--optim", "adamw_torch_fused",
-                "--dataloader_num_workers", "1")
+                "--dataloader_num_workers", "1", "--fast_dropout")
     groups = optimizer_of_one_step(SCRIPT_MAIN, argv, tmp_path / "run")
     assert [group["fused"] for group in groups] == [True, True]
 

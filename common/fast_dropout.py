@@ -74,7 +74,8 @@ class FastDropout(nn.Dropout):
         return fast_dropout(input, self.p, self.training)
 
 
-def eager_fast_dropout_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+def eager_fast_dropout_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+                                 position_bias=None, **kwargs):
     """transformers attention function: scaled dot-product attention computed eagerly, with `fast_dropout`
     on the attention probabilities.
 
@@ -86,10 +87,18 @@ def eager_fast_dropout_attention(module, query, key, value, attention_mask, scal
             (what transformers' `eager_mask` builds, causal masks included), or None.
         scaling: factor on q . k (default head_dim ** -0.5, Vaswani et al. 2017).
         dropout: attention-probability dropout (0 at evaluation).
+        position_bias: additive bias on the scores (T5's relative positions), or None.
 
     Returns:
         (attention output (batch, query_length, heads, head_dim), attention probabilities).
+
+    Raises:
+        NotImplementedError: for attention variants it does not compute (logit soft-capping, attention sinks).
     """
+    unsupported = [name for name in ("softcap", "sinks", "s_aux") if kwargs.get(name) is not None]
+    if unsupported:
+        raise NotImplementedError(f"--fast_dropout: this model's attention uses {unsupported}, which the "
+                                  "eager_fast_dropout attention does not implement; run without --fast_dropout.")
     groups = getattr(module, "num_key_value_groups", 1)
     if groups > 1:
         key = key.repeat_interleave(groups, dim=1)
@@ -97,6 +106,8 @@ def eager_fast_dropout_attention(module, query, key, value, attention_mask, scal
     if scaling is None:
         scaling = query.size(-1) ** -0.5
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if position_bias is not None:
+        scores = scores + position_bias
     if attention_mask is not None:
         scores = scores + attention_mask[:, :, :, : key.shape[-2]]
     probs = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)

@@ -49,6 +49,7 @@ from common.checkpointing import (
     save_checkpoint,
 )
 from common.data import load_data_files, require_columns
+from common.fast_dropout import enable_fast_dropout
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
 from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
@@ -852,6 +853,8 @@ def training_function(args):
         generator=torch.Generator(),
     )
 
+    if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
+        enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0

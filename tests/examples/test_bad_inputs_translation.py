@@ -9,7 +9,14 @@ import gzip
 import json
 
 import pytest
-from bad_input_checks import assert_rejected, make_finished_run, replace_flag, snapshot, write
+from bad_input_checks import (
+    assert_rejected,
+    make_finished_run,
+    optimizer_of_one_step,
+    replace_flag,
+    snapshot,
+    write,
+)
 from test_run_translation import build_tiny_model, translation_pairs, write_jsonl, write_text
 
 import run_translation
@@ -182,3 +189,12 @@ def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_t5, good, finishe
     assert result.returncode != 0
     assert "has 10; the files must be line-aligned" in result.stdout
     assert snapshot(finished_run) == before
+
+
+def test_speed_switches_reach_the_run(tiny_t5, good, tmp_path):
+    """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with --group_by_length,
+    --fast_dropout and 1 DataLoader worker (a T5 keeps its own attention: only its Dropout modules change)."""
+    argv = base(tiny_t5, tmp_path / "run", *files(good["train"], good["validation"]), "--optim",
+                "adamw_torch_fused", "--group_by_length", "--fast_dropout", "--dataloader_num_workers", "1")
+    groups = optimizer_of_one_step(run_translation.main, argv, tmp_path / "run")
+    assert [group["fused"] for group in groups] == [True, True]

@@ -6,12 +6,16 @@ import math
 import pytest
 import torch
 from transformers import (
+    BartConfig,
+    BartForConditionalGeneration,
     BertConfig,
     BertForSequenceClassification,
     GPT2Config,
     GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
+    T5Config,
+    T5ForConditionalGeneration,
 )
 
 from common.fast_dropout import FastDropout, enable_fast_dropout, fast_dropout
@@ -72,27 +76,38 @@ def tiny_model(name):
     if name == "gpt2":
         return GPT2LMHeadModel(GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=4, n_positions=64,
                                           attn_pdrop=0.2, bos_token_id=0, eos_token_id=0))
+    if name == "t5":
+        return T5ForConditionalGeneration(T5Config(vocab_size=50, d_model=32, d_ff=64, num_layers=2, num_heads=4,
+                                                   d_kv=8, decoder_start_token_id=0))
+    if name == "bart":
+        return BartForConditionalGeneration(BartConfig(
+            vocab_size=50, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, attention_dropout=0.2,
+            max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2))
     return LlamaForCausalLM(LlamaConfig(
         vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, attention_dropout=0.2, bos_token_id=0, eos_token_id=0))
 
 
-@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "t5", "bart"])
 def test_model_outputs_unchanged_in_eval_and_dropout_replaced(name):
     torch.manual_seed(0)
     model = tiny_model(name).eval()
     input_ids = torch.randint(0, 50, (3, 11))
     attention_mask = torch.ones_like(input_ids)
     attention_mask[0, 7:] = 0  # padding: the mask must reach the new attention function
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if name in ("t5", "bart"):  # encoder-decoder: padded source, causal decoder
+        inputs["decoder_input_ids"] = torch.randint(3, 50, (3, 6))
     with torch.no_grad():
-        before = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        before = model(**inputs).logits
     replaced, switched = enable_fast_dropout(model)
     assert switched and model.config._attn_implementation == "eager_fast_dropout"
     assert not any(type(m) is torch.nn.Dropout for m in model.modules())
     assert replaced == sum(isinstance(m, FastDropout) for m in model.modules())
     assert not any(m.training for m in model.modules())  # eval mode kept
     with torch.no_grad():
-        after = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        after = model(**inputs).logits
     torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
 
 

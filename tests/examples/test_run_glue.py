@@ -116,6 +116,38 @@ def test_resume_from_step_checkpoint_matches_uninterrupted_run(tmp_path, tiny_be
         assert full_results[key] == resumed_results[key]
 
 
+def bf16_autocast_works():
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.ones(8, 8) @ torch.ones(8, 8)
+        return True
+    except RuntimeError:
+        return False
+
+
+def test_speed_switches_learn_and_resume_exactly(tmp_path, tiny_bert, classification_data):
+    """All speed switches together (--mixed_precision bf16 --group_by_length --optim adamw_torch_fused
+    --fast_dropout): the model learns, and a resume from a mid-epoch checkpoint
+    ends with bit-identical weights (1 process: the length-grouped order and the fast dropout masks are
+    restored from the checkpoint)."""
+    switches = ["--group_by_length", "--optim", "adamw_torch_fused", "--fast_dropout"]
+    if bf16_autocast_works():
+        switches += ["--mixed_precision", "bf16"]
+    common = ["--model_name_or_path", tiny_bert, *data_args(classification_data), "--num_train_epochs", "4",
+              *TRAIN, *switches]
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    launch("run_glue.py", [*common, "--checkpointing_steps", "20", "--output_dir", full])
+    results = read_results(full)
+    assert results["eval_accuracy"] >= 0.9
+    resumed.mkdir()
+    shutil.copytree(full / "step_40", resumed / "step_40")  # 30 steps per epoch: 10 steps into epoch 1
+    launch("run_glue.py", [*common, "--resume_from_checkpoint", "latest", "--output_dir", resumed])
+    a, b = load_file(full / "model.safetensors"), load_file(resumed / "model.safetensors")
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert read_results(resumed)["eval_accuracy"] == results["eval_accuracy"]
+
+
 def test_evaluation_only_gives_identical_metrics_on_1_and_2_processes(tmp_path, trained_run):
     out, _ = trained_run
     data = write_classification_files(tmp_path / "data", n_train=10, n_eval=37, seed=5)

@@ -1,19 +1,26 @@
 """Preemption: turn SIGTERM into "finish this optimizer step, checkpoint, exit".
 
 Cluster schedulers (Slurm, Kubernetes, spot-instance reclaim) send SIGTERM some seconds before
-killing a job. `install_sigterm_handler()` records the signal instead of dying; the training loop
-asks `preemption_requested(accelerator)` after every optimizer step, and on True saves a
-`step_N` checkpoint, ends the trackers and exits with `PREEMPTED_EXIT_CODE`. Re-running the same
-command with `--resume_from_checkpoint latest` continues from there.
+killing a job. Inside `with sigterm_checkpointing():` the signal is recorded instead of ending the
+process; the training loop asks `preemption_requested(accelerator)` after every optimizer step, and
+on True `exit_preempted(...)` saves a `step_N` checkpoint, ends the trackers and exits with
+`PREEMPTED_EXIT_CODE`. Re-running the same command with `--resume_from_checkpoint latest` continues
+from there. Outside the training loop (data loading, evaluation, saving) a recorded signal only
+takes effect at the next optimizer step, if any: an evaluation-only run finishes its evaluation.
 """
 
+import contextlib
 import signal
 import sys
 
 import torch
 
+from common.checkpointing import save_checkpoint
+
 # EX_TEMPFAIL from sysexits.h: "temporary failure, the user is invited to retry".
 PREEMPTED_EXIT_CODE = 75
+# SIGUSR1 is what Slurm's `--signal` option commonly sends ahead of the time limit.
+PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 _received = {"signal": None}
 
@@ -22,11 +29,26 @@ def _record(signum, frame):
     _received["signal"] = signum
 
 
-def install_sigterm_handler():
-    """Records SIGTERM (and SIGUSR1, which Slurm's `--signal` option commonly sends) instead of
-    terminating. Call once, early, on every process."""
-    signal.signal(signal.SIGTERM, _record)
-    signal.signal(signal.SIGUSR1, _record)
+@contextlib.contextmanager
+def sigterm_checkpointing():
+    """Context manager: while its block runs, SIGTERM and SIGUSR1 are recorded (for
+    `preemption_requested`) instead of terminating the process; on leaving it, by return or by
+    exception, the previous handlers are back, so calling a script's `main()` from Python (a test,
+    a notebook) leaves the interpreter's signal handling as it was. Enter it on every process.
+
+    Raises:
+        ValueError: (from `signal.signal`) when entered outside the main thread of the interpreter.
+    """
+    previous = {signum: signal.getsignal(signum) for signum in PREEMPTION_SIGNALS}
+    _received["signal"] = None
+    for signum in PREEMPTION_SIGNALS:
+        signal.signal(signum, _record)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _received["signal"] = None
 
 
 def preemption_requested(accelerator):
@@ -41,8 +63,20 @@ def preemption_requested(accelerator):
     return flag.item() > 0
 
 
-def exit_preempted(accelerator, logger, checkpoint):
-    """Ends the trackers and exits with `PREEMPTED_EXIT_CODE` after the checkpoint was written."""
+def exit_preempted(accelerator, logger, args, completed_steps, epoch):
+    """Saves the `step_{completed_steps}` checkpoint (`common.checkpointing.save_checkpoint`, which
+    honours --checkpoints_total_limit), ends the trackers and exits.
+
+    Args:
+        args: parsed flags; uses `output_dir` and `checkpoints_total_limit`.
+        completed_steps: optimizer steps done so far; epoch: the epoch being trained (0-based).
+
+    Raises:
+        SystemExit: always, with code `PREEMPTED_EXIT_CODE` (75), on every process.
+    """
+    checkpoint = save_checkpoint(
+        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch, args.checkpoints_total_limit
+    )
     logger.warning(f"Preempted: saved {checkpoint}; rerun with --resume_from_checkpoint latest to continue.")
     accelerator.end_training()
     sys.exit(PREEMPTED_EXIT_CODE)

@@ -47,7 +47,7 @@ from common.data import load_data_files
 from common.fast_dropout import enable_fast_dropout
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
+from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import refuse_padding_flags
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
@@ -519,7 +519,6 @@ def load_model_and_tokenizer(args):
 def training_function(args):
     accelerator = build_accelerator(args)
     setup_logging(accelerator, logger)
-    install_sigterm_handler()  # SIGTERM -> checkpoint after the current optimizer step, then exit
 
     raw_datasets = load_raw_datasets(args)
     if "train" not in raw_datasets and args.max_train_steps != 0:
@@ -657,12 +656,8 @@ def training_function(args):
                         accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
                         args.checkpoints_total_limit,
                     )
-                if preemption_requested(accelerator):
-                    checkpoint = save_checkpoint(
-                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
-                        args.checkpoints_total_limit,
-                    )
-                    exit_preempted(accelerator, logger, checkpoint)
+                if preemption_requested(accelerator):  # SIGTERM: save step_N, exit 75 (common/preemption.py)
+                    exit_preempted(accelerator, logger, args, completed_steps, epoch)
                 if completed_steps >= max_train_steps:
                     break
 
@@ -728,7 +723,9 @@ def main(argv=None):
     # Texts are concatenated and cut into blocks of exactly --block_size tokens: batches hold no padding.
     refuse_padding_flags(args, "every training and evaluation block holds exactly --block_size tokens, so batches "
                                "hold no padding to save")
-    return training_function(args)
+    # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
+    with sigterm_checkpointing():
+        return training_function(args)
 
 
 if __name__ == "__main__":

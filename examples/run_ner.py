@@ -49,7 +49,7 @@ from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.fast_dropout import enable_fast_dropout
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
+from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
 from common.throughput import count_tokens, throughput_metrics
@@ -723,7 +723,6 @@ def write_predictions(path, tokens, predictions, references=None):
 def training_function(args):
     accelerator = build_accelerator(args)
     setup_logging(accelerator, logger)
-    install_sigterm_handler()  # SIGTERM -> checkpoint after the current optimizer step, then exit
 
     raw_datasets, text_column, label_column = load_raw_datasets(args)
     config = AutoConfig.from_pretrained(
@@ -895,12 +894,8 @@ def training_function(args):
                         accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
                         args.checkpoints_total_limit,
                     )
-                if preemption_requested(accelerator):
-                    checkpoint = save_checkpoint(
-                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
-                        args.checkpoints_total_limit,
-                    )
-                    exit_preempted(accelerator, logger, checkpoint)
+                if preemption_requested(accelerator):  # SIGTERM: save step_N, exit 75 (common/preemption.py)
+                    exit_preempted(accelerator, logger, args, completed_steps, epoch)
                 if completed_steps >= max_train_steps:
                     break
 
@@ -977,7 +972,9 @@ def main(argv=None):
     args = parse_args(argv)
     validate_common_args(args)
     refuse_padding_flags_with_max_length(args, "--max_length")
-    return training_function(args)
+    # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
+    with sigterm_checkpointing():
+        return training_function(args)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ trained on the training text with `--train_tokenizer_vocab_size`). Metric: ROUGE
 lead-3 baseline (the document's first three sentences); the summaries go to `generated_predictions.txt`.
 
 The seq2seq machinery (tokenizer training, config fitting, decoder start, generation across processes) is
-shared with `run_translation.py` and imported from it.
+shared with `run_translation.py` through `common/seq2seq.py`.
 
     accelerate launch examples/run_summarization.py \\
         --model_name_or_path facebook/bart-base --dataset_name cnn_dailymail --dataset_config_name 3.0.0 \\
@@ -43,21 +43,19 @@ from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.fast_dropout import enable_fast_dropout
 from common.launch import build_accelerator, setup_logging
 from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.preemption import exit_preempted, install_sigterm_handler, preemption_requested
+from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
-from common.throughput import count_tokens, throughput_metrics
-from common.tracking import init_trackers
-
-# Seq2seq helpers shared with the translation script (candidates for a common/seq2seq.py).
-from run_translation import (
+from common.seq2seq import (
     MODEL_TYPES,
     check_decoder_start_token_id,
-    generate_translations,
-    load_model,
+    generate_texts,
+    load_seq2seq_model,
     train_seq2seq_tokenizer,
     write_predictions,
 )
+from common.throughput import count_tokens, throughput_metrics
+from common.tracking import init_trackers
 
 logger = get_logger(__name__)
 
@@ -269,13 +267,13 @@ def preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accel
 
 
 def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
-    """Generates summaries for every example (in dataset order, see `run_translation.generate_translations`)
+    """Generates summaries for every example (in dataset order, see `common.seq2seq.generate_texts`)
     and scores them against `references`.
 
     Returns:
         (metrics, summaries): {"rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len"} and the summaries.
     """
-    summaries, lengths = generate_translations(model, dataloader, accelerator, tokenizer, gen_kwargs)
+    summaries, lengths = generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs)
     metrics = compute_rouge(summaries, references)
     metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
     return metrics, summaries
@@ -304,11 +302,10 @@ def training_function(args):
         args.ddp_find_unused_parameters) else []
     accelerator = build_accelerator(args, kwargs_handlers=kwargs_handlers)
     setup_logging(accelerator, logger)
-    install_sigterm_handler()  # SIGTERM -> checkpoint after the current optimizer step, then exit
 
     raw_datasets, text_column, summary_column = load_raw_datasets(args)
     tokenizer = load_tokenizer(args, raw_datasets, text_column, summary_column, accelerator)
-    model = load_model(args, tokenizer)
+    model = load_seq2seq_model(args, tokenizer)
     check_decoder_start_token_id(model, tokenizer)
     if args.source_prefix is None and args.model_name_or_path and model.config.model_type == "t5":
         logger.warning("You're running a T5 checkpoint without --source_prefix; T5 was trained with task prefixes "
@@ -439,12 +436,8 @@ def training_function(args):
                         accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
                         args.checkpoints_total_limit,
                     )
-                if preemption_requested(accelerator):
-                    checkpoint = save_checkpoint(
-                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
-                        args.checkpoints_total_limit,
-                    )
-                    exit_preempted(accelerator, logger, checkpoint)
+                if preemption_requested(accelerator):  # SIGTERM: save step_N, exit 75 (common/preemption.py)
+                    exit_preempted(accelerator, logger, args, completed_steps, epoch)
                 if completed_steps >= max_train_steps:
                     break
 
@@ -487,7 +480,7 @@ def training_function(args):
         predict_dataloader = accelerator.prepare(
             DataLoader(predict_dataset, collate_fn=data_collator, batch_size=args.per_device_eval_batch_size)
         )
-        test_summaries, _ = generate_translations(model, predict_dataloader, accelerator, tokenizer, gen_kwargs)
+        test_summaries, _ = generate_texts(model, predict_dataloader, accelerator, tokenizer, gen_kwargs)
         if summary_column in raw_datasets["test"].column_names:
             test_metrics = compute_rouge(test_summaries, list(raw_datasets["test"][summary_column]))
             results.update({f"predict_{k}": v for k, v in test_metrics.items()})
@@ -513,7 +506,9 @@ def main(argv=None):
     validate_common_args(args)
     # With --pad_to_max_length every document has --max_source_length tokens: the padding flags could change nothing.
     refuse_padding_flags_with_max_length(args, "--max_source_length")
-    return training_function(args)
+    # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
+    with sigterm_checkpointing():
+        return training_function(args)
 
 
 if __name__ == "__main__":

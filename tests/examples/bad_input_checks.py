@@ -7,7 +7,6 @@ with an --output_dir that already holds a finished run and --overwrite_output_di
 expected, and that nothing in --output_dir changed. The pattern is that of test_bad_inputs_glue.py.
 """
 
-import contextlib
 import hashlib
 import os
 import re
@@ -77,34 +76,23 @@ def replace_flag(argv, flag, value):
     return argv
 
 
-@contextlib.contextmanager
-def own_signal_handlers():
-    """Restores this process's SIGTERM and SIGUSR1 handlers on exit. A script's `main` run in the test process
-    installs `common.preemption`'s handler, which turns SIGTERM into "checkpoint and stop after this step":
-    left in place, a SIGTERM sent to pytest would not stop it but would make later in-process runs stop early."""
-    import signal
-
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGUSR1)}
-    try:
-        yield
-    finally:
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
-
-
 def optimizer_of_one_step(main, argv, out):
     """Runs `main(argv)` in this process for one optimizer step, checkpointed (`--max_train_steps 1
     --checkpointing_steps 1 --output_dir out`), and returns the `param_groups` of the optimizer saved in
     out/step_1/optimizer.bin: a list of dicts with "lr", "weight_decay", "foreach", "fused", ... as
     `torch.optim.AdamW.state_dict()` writes them. Used to check that `--optim` reaches the optimizer."""
+    import signal
+
     import torch
     from accelerate.state import AcceleratorState
 
     argv = replace_flag(replace_flag(replace_flag(argv, "--max_train_steps", "1"), "--checkpointing_steps", "1"),
                         "--output_dir", out)
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGUSR1)}
     try:
-        with own_signal_handlers():
-            main([str(a) for a in argv])
+        main([str(a) for a in argv])
     finally:
         AcceleratorState._reset_state()
+    # The script's SIGTERM handling (common.preemption.sigterm_checkpointing) ends with main().
+    assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
     return torch.load(out / "step_1" / "optimizer.bin", weights_only=True)["param_groups"]

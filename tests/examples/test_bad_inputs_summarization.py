@@ -13,14 +13,14 @@ from test_run_summarization import examples, write_csv
 from test_run_translation import build_tiny_model
 
 import run_summarization
-import run_translation
+from common import seq2seq
 from conftest import build_tiny_bert, launch
 
 
 @pytest.fixture(scope="module")
 def tiny_bart(tmp_path_factory):
     directory = tmp_path_factory.mktemp("summarization_tokenizer")
-    run_translation.train_seq2seq_tokenizer([r[k] for r in examples(80, seed=3) for k in ("text", "summary")],
+    seq2seq.train_seq2seq_tokenizer([r[k] for r in examples(80, seed=3) for k in ("text", "summary")],
                                             directory, vocab_size=120)
     return build_tiny_model(tmp_path_factory.mktemp("tiny_bart"), "bart", directory)
 

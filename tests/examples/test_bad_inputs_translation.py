@@ -20,6 +20,7 @@ from bad_input_checks import (
 from test_run_translation import build_tiny_model, translation_pairs, write_jsonl, write_text
 
 import run_translation
+from common import seq2seq
 from conftest import build_tiny_bert, launch
 
 
@@ -32,7 +33,7 @@ def pairs():
 def tiny_t5(tmp_path_factory, pairs):
     directory = tmp_path_factory.mktemp("tiny_t5_tokenizer")
     texts = [text for pair in translation_pairs(80, seed=4) for text in pair]
-    run_translation.train_seq2seq_tokenizer(texts, directory, vocab_size=120)
+    seq2seq.train_seq2seq_tokenizer(texts, directory, vocab_size=120)
     return build_tiny_model(tmp_path_factory.mktemp("tiny_t5"), "t5", directory)
 
 

@@ -6,7 +6,6 @@ import random
 from pathlib import Path
 
 import pytest
-from bad_input_checks import own_signal_handlers
 
 import run_ner
 from conftest import build_tiny_bert, launch, read_results
@@ -113,10 +112,9 @@ def untrained_f1(tmp_path_factory, ner_data, tiny_ner_bert):
     directory, splits = ner_data
     output_dir = tmp_path_factory.mktemp("ner_untrained")
     try:
-        with own_signal_handlers():
-            results = run_ner.main([str(a) for a in common_args(
-                tiny_ner_bert, output_dir, train_file=directory / "train.jsonl",
-                validation_file=directory / "validation.jsonl", max_train_steps=0, overwrite_output_dir=True)])
+        results = run_ner.main([str(a) for a in common_args(
+            tiny_ner_bert, output_dir, train_file=directory / "train.jsonl",
+            validation_file=directory / "validation.jsonl", max_train_steps=0, overwrite_output_dir=True)])
     finally:
         AcceleratorState._reset_state(True)
     assert results["train_steps"] == 0

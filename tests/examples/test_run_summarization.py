@@ -12,7 +12,7 @@ import torch
 from accelerate import PartialState
 
 import run_summarization
-import run_translation
+from common import seq2seq
 from conftest import launch, read_results
 
 CONTENT = ["fox", "bird", "king", "queen", "river", "castle", "dragon", "knight", "storm", "ship", "apple", "wolf"]
@@ -49,7 +49,7 @@ def data(tmp_path_factory):
     files = {"rows": rows, "train": write_csv(directory / "train.csv", rows["train"]),
              "validation": write_csv(directory / "validation.csv", rows["validation"])}
     tokenizer_dir = directory / "tokenizer"
-    tokenizer = run_translation.train_seq2seq_tokenizer(
+    tokenizer = seq2seq.train_seq2seq_tokenizer(
         [r[k] for r in rows["train"] for k in ("text", "summary")], tokenizer_dir, vocab_size=150
     )
     from transformers import CONFIG_MAPPING, AutoModelForSeq2SeqLM
@@ -62,7 +62,7 @@ def data(tmp_path_factory):
         # its previous token, and learns to copy from the document far more slowly.
         "tie_word_embeddings=false"
     )
-    run_translation.fit_config_to_tokenizer(config, tokenizer)
+    seq2seq.fit_config_to_tokenizer(config, tokenizer)
     torch.manual_seed(0)
     files["model"] = directory / "tiny_bart"
     AutoModelForSeq2SeqLM.from_config(config).save_pretrained(files["model"])

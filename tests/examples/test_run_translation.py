@@ -11,7 +11,7 @@ import shutil
 import pytest
 import torch
 
-import run_translation
+from common import seq2seq
 from conftest import launch, read_results
 
 LEXICON = {
@@ -62,7 +62,7 @@ def data(tmp_path_factory):
         files[split] = write_jsonl(directory / f"{split}.jsonl", split_pairs)
         for lang, index in (("en", 0), ("de", 1)):
             files[f"{split}_{lang}"] = write_text(directory / f"{split}.{lang}.gz", [p[index] for p in split_pairs])
-    run_translation.train_seq2seq_tokenizer(
+    seq2seq.train_seq2seq_tokenizer(
         [text for pair in pairs["train"] for text in pair], files["tokenizer"], vocab_size=120
     )
     return files
@@ -85,7 +85,7 @@ def build_tiny_model(path, model_type, tokenizer_dir):
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     config = CONFIG_MAPPING[model_type]()
     config.update_from_string(TINY_CONFIGS[model_type])
-    run_translation.fit_config_to_tokenizer(config, tokenizer)
+    seq2seq.fit_config_to_tokenizer(config, tokenizer)
     if getattr(config, "decoder_start_token_id", None) is None:
         config.decoder_start_token_id = tokenizer.pad_token_id
     torch.manual_seed(0)

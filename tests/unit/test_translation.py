@@ -1,4 +1,5 @@
-"""Unit tests for the helpers of examples/run_translation.py, on hand-made inputs with hand-computed answers."""
+"""Unit tests for the helpers of examples/run_translation.py and common/seq2seq.py, on hand-made inputs with
+hand-computed answers."""
 
 import gzip
 import json
@@ -10,6 +11,7 @@ import torch
 from accelerate import PartialState
 
 import run_translation
+from common import seq2seq
 from conftest import SHARED_DATA
 
 PAIRS = [("a small dog runs", "ein kleiner hund rennt"), ("the cat sleeps", "die katze schläft"),
@@ -25,7 +27,7 @@ def state():
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
     path = tmp_path_factory.mktemp("seq2seq_tokenizer")
-    return run_translation.train_seq2seq_tokenizer([t for pair in PAIRS * 10 for t in pair], path, vocab_size=80)
+    return seq2seq.train_seq2seq_tokenizer([t for pair in PAIRS * 10 for t in pair], path, vocab_size=80)
 
 
 def make_args(*extra, **overrides):
@@ -248,7 +250,7 @@ def test_fit_config_to_tokenizer_keeps_each_token_role(tokenizer, model_type, ex
     from transformers import CONFIG_MAPPING
 
     config = CONFIG_MAPPING[model_type]()
-    run_translation.fit_config_to_tokenizer(config, tokenizer)
+    seq2seq.fit_config_to_tokenizer(config, tokenizer)
     assert len(tokenizer) == 80 and config.vocab_size == 80
     for name, value in expected.items():
         assert getattr(config, name) == value, name
@@ -267,15 +269,15 @@ def test_decoder_start_token_id_is_checked(state, tokenizer):
     # transformers 5's T5Config has no decoder_start_token_id: T5 starts with the pad token.
     model = tiny_model("t5", 80)
     assert getattr(model.config, "decoder_start_token_id", None) is None
-    run_translation.check_decoder_start_token_id(model, tokenizer)
+    seq2seq.check_decoder_start_token_id(model, tokenizer)
     assert model.config.decoder_start_token_id == model.generation_config.decoder_start_token_id == 0
     bart = tiny_model("bart", 80, decoder_start_token_id=None, pad_token_id=0, eos_token_id=1, bos_token_id=3)
     bart.generation_config.decoder_start_token_id = None
     with pytest.raises(ValueError, match="The bart config has no decoder_start_token_id"):
-        run_translation.check_decoder_start_token_id(bart, tokenizer)
+        seq2seq.check_decoder_start_token_id(bart, tokenizer)
     bart.config.decoder_start_token_id = 500
     with pytest.raises(ValueError, match="decoder_start_token_id 500 is outside the model's vocabulary"):
-        run_translation.check_decoder_start_token_id(bart, tokenizer)
+        seq2seq.check_decoder_start_token_id(bart, tokenizer)
 
 
 WORDS = ["▁a", "▁man", "▁ein", "▁Mann", "▁rides", "▁fährt"]
@@ -383,14 +385,14 @@ def test_bleu_and_chrf_hand_computed():
 
 def test_write_predictions_one_line_each(tmp_path):
     path = tmp_path / "generated_predictions.txt"
-    run_translation.write_predictions(path, ["eins", "zwei\ndrei", ""])
+    seq2seq.write_predictions(path, ["eins", "zwei\ndrei", ""])
     assert path.read_text(encoding="utf-8") == "eins\nzwei drei\n\n"
 
 
 def test_generated_lengths_stop_at_the_first_eos():
     # Rows start with the decoder start token (0); eos = 1, pad = 0. Beam search may fill with eos or pad.
     generated = torch.tensor([[0, 5, 6, 1, 1, 1], [0, 7, 1, 0, 0, 0], [0, 5, 6, 7, 8, 9]])
-    assert run_translation.generated_lengths(generated, eos_token_id=1, pad_token_id=0) == [3, 2, 5]
+    assert seq2seq.generated_lengths(generated, eos_token_id=1, pad_token_id=0) == [3, 2, 5]
 
 
 # ---------------------------------------------------------------- label smoothing
@@ -433,8 +435,8 @@ def test_new_mbart_starts_decoding_with_eos_like_its_shifted_labels(state, token
     args = make_args("--model_type", "mbart", "--config_overrides",
                      "d_model=8,encoder_ffn_dim=8,decoder_ffn_dim=8,encoder_attention_heads=2,"
                      "decoder_attention_heads=2,encoder_layers=1,decoder_layers=1,max_position_embeddings=32")
-    model = run_translation.load_model(args, tokenizer)
-    run_translation.check_decoder_start_token_id(model, tokenizer)
+    model = seq2seq.load_seq2seq_model(args, tokenizer)
+    seq2seq.check_decoder_start_token_id(model, tokenizer)
     eos = tokenizer.eos_token_id
     assert model.config.decoder_start_token_id == model.generation_config.decoder_start_token_id == eos
     assert model.config.pad_token_id == tokenizer.pad_token_id

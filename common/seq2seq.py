@@ -1,0 +1,219 @@
+"""Encoder-decoder (seq2seq) helpers shared by examples/run_translation.py and run_summarization.py.
+
+- `train_seq2seq_tokenizer`: a SentencePiece-style BPE tokenizer trained on local text (models from scratch);
+- `load_seq2seq_model`: a checkpoint, or a new model from a config whose special-token ids are fitted to the
+  tokenizer (`fit_config_to_tokenizer`), and `check_decoder_start_token_id`;
+- `generate_texts`: distributed generation with `pad_across_processes` + `gather_for_metrics` (one text per
+  example, in dataset order, on any number of processes), `generated_lengths`, `write_predictions`.
+"""
+
+import torch
+from accelerate.logging import get_logger
+from accelerate.utils import DistributedType
+from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+
+logger = get_logger(__name__)
+
+MODEL_TYPES = sorted(MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
+
+# Model families whose decoder starts with the pad token ("In T5 it is usually set to the pad_token_id",
+# transformers' T5 docs; MarianMT and Pegasus do the same). Used when a new config does not say.
+PAD_STARTED_MODEL_TYPES = ("t5", "mt5", "umt5", "longt5", "switch_transformers", "marian", "pegasus")
+
+# mBART's `shift_tokens_right` builds decoder inputs by moving the labels' last non-pad token to the front: the
+# target language code with an mBART tokenizer, `</s>` with any other; a new mBART (trained from scratch with
+# another tokenizer) therefore starts decoding with eos.
+EOS_STARTED_MODEL_TYPES = ("mbart",)
+
+# Special-token attributes of a config, remapped onto a new tokenizer's ids for models trained from scratch.
+SPECIAL_TOKEN_ATTRIBUTES = (
+    "pad_token_id", "eos_token_id", "bos_token_id", "decoder_start_token_id", "forced_bos_token_id",
+    "forced_eos_token_id", "sep_token_id",
+)
+
+def train_seq2seq_tokenizer(texts, output_dir, vocab_size):
+    """Trains a BPE tokenizer on `texts` and saves it with `save_pretrained` to `output_dir`.
+
+    SentencePiece-style: NFKC normalisation, spaces kept as '▁' (Metaspace), so decoding gives back the
+    text with its spaces (BLEU is computed on that detokenised text). Special tokens `<pad>`=0, `</s>`=1,
+    `<unk>`=2, `<s>`=3 (T5's and Marian's pad/eos roles); `</s>` is appended to every sequence.
+
+    Args:
+        texts: iterable of strings (source and target training sentences for a joint vocabulary).
+        output_dir: folder to save to (created if needed).
+        vocab_size: the vocabulary size, special tokens included (smaller when the text has fewer merges).
+
+    Returns:
+        the `transformers` fast tokenizer, as `AutoTokenizer.from_pretrained(output_dir)` loads it.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.NFKC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    special = ["<pad>", "</s>", "<unk>", "<s>"]
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special, limit_alphabet=1000)
+    tokenizer.train_from_iterator(texts, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tokenizer.token_to_id("</s>"))]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", bos_token="<s>"
+    )
+    fast.save_pretrained(output_dir)
+    return AutoTokenizer.from_pretrained(output_dir)
+
+
+def fit_config_to_tokenizer(config, tokenizer):
+    """Makes a new model's config agree with its tokenizer (for models trained from scratch).
+
+    `vocab_size` (and Marian's `decoder_vocab_size`) become `len(tokenizer)`; every special-token id in
+    `SPECIAL_TOKEN_ATTRIBUTES` that held the config's pad / eos / bos id is given the tokenizer's id for the
+    same role (so BART's decoder still starts with eos, Marian's with pad); other ids outside the new
+    vocabulary become None. A missing `decoder_start_token_id` is left to `check_decoder_start_token_id`.
+    """
+    roles = {}
+    for role in ("pad", "eos", "bos"):
+        old, new = getattr(config, f"{role}_token_id", None), getattr(tokenizer, f"{role}_token_id")
+        if isinstance(old, int) and new is not None and old not in roles:
+            roles[old] = new
+    for attribute in SPECIAL_TOKEN_ATTRIBUTES:
+        value = getattr(config, attribute, None)
+        if isinstance(value, int):
+            if value in roles:
+                setattr(config, attribute, roles[value])
+            elif value >= len(tokenizer):
+                setattr(config, attribute, None)
+    for role in ("pad", "eos", "bos"):  # roles the old config did not have
+        if getattr(config, f"{role}_token_id", None) is None and getattr(tokenizer, f"{role}_token_id") is not None:
+            setattr(config, f"{role}_token_id", getattr(tokenizer, f"{role}_token_id"))
+    config.vocab_size = len(tokenizer)
+    if getattr(config, "decoder_vocab_size", None) is not None:
+        config.decoder_vocab_size = len(tokenizer)
+
+
+def load_seq2seq_model(args, tokenizer):
+    """The seq2seq model: a checkpoint (--model_name_or_path) or a new one from --config_name / --model_type
+    (+ --config_overrides) whose special-token ids are fitted to the tokenizer.
+
+    Raises:
+        ValueError: naming the flag when the model type is not an encoder-decoder (seq2seq) one.
+    """
+    if args.config_name or args.model_name_or_path:
+        config = AutoConfig.from_pretrained(
+            args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
+        )
+    else:
+        config = CONFIG_MAPPING[args.model_type]()
+    if config.model_type not in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES and not args.trust_remote_code:
+        flag = "--config_name" if args.config_name else "--model_name_or_path"
+        raise ValueError(f"{flag} {args.config_name or args.model_name_or_path}: model type {config.model_type!r} "
+                         f"is not an encoder-decoder model; expected one of {MODEL_TYPES}.")
+    if args.model_name_or_path:
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            args.model_name_or_path, config=config, trust_remote_code=args.trust_remote_code
+        )
+        # A tokenizer with added tokens needs a larger embedding matrix.
+        if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+            model.resize_token_embeddings(len(tokenizer))
+        return model
+    if args.config_overrides:
+        logger.info(f"Overriding config: {args.config_overrides}")
+        config.update_from_string(args.config_overrides)
+    fit_config_to_tokenizer(config, tokenizer)
+    if getattr(config, "decoder_start_token_id", None) is None and config.model_type in PAD_STARTED_MODEL_TYPES:
+        config.decoder_start_token_id = tokenizer.pad_token_id
+    if getattr(config, "decoder_start_token_id", None) is None and config.model_type in EOS_STARTED_MODEL_TYPES:
+        config.decoder_start_token_id = tokenizer.eos_token_id
+    logger.info(f"Training a new {config.model_type} model from scratch")
+    return AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=args.trust_remote_code)
+
+
+def check_decoder_start_token_id(model, tokenizer):
+    """Makes sure the decoder has a start token in its vocabulary, on the config and the generation config.
+
+    A missing one is set to the pad token for the families in `PAD_STARTED_MODEL_TYPES` (T5's configs
+    in transformers 5 no longer carry it), and taken from the generation config when only that has it.
+
+    Raises:
+        ValueError: when it is still missing, or is not an id of the model's vocabulary.
+    """
+    config = model.config
+    value = getattr(config, "decoder_start_token_id", None)
+    if value is None:
+        value = getattr(model.generation_config, "decoder_start_token_id", None)
+    if value is None and config.model_type in PAD_STARTED_MODEL_TYPES and tokenizer.pad_token_id is not None:
+        value = tokenizer.pad_token_id
+        logger.info(f"decoder_start_token_id = pad_token_id = {value} ({config.model_type} convention)")
+    if value is None:
+        raise ValueError(
+            f"The {config.model_type} config has no decoder_start_token_id; set it in the config "
+            "(--config_name) or generation_config.json of the model."
+        )
+    vocab_size = model.get_output_embeddings().weight.shape[0]
+    if not 0 <= value < vocab_size:
+        raise ValueError(f"decoder_start_token_id {value} is outside the model's vocabulary (size {vocab_size}).")
+    config.decoder_start_token_id = value
+    model.generation_config.decoder_start_token_id = value
+
+
+def generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs):
+    """Generates a text (translation, summary) for every example of `dataloader`, on every process.
+
+    Each process generates for its share of the batches with the unwrapped model (DDP's wrapper has no
+    `generate`); the outputs are padded to the same length across processes, gathered with
+    `gather_for_metrics` (which drops the samples the distributed sampler repeated to even out the
+    batches), and decoded without special tokens.
+
+    Returns:
+        (texts, generated_lengths): lists of strings and token counts (pad excluded), one per
+        example of the dataset, in dataset order, on every process.
+    """
+    model.eval()
+    unwrapped = accelerator.unwrap_model(model)
+    gen_kwargs = dict(gen_kwargs)
+    if accelerator.distributed_type == DistributedType.FSDP or (
+        accelerator.distributed_type == DistributedType.DEEPSPEED
+        and accelerator.state.deepspeed_plugin.zero_stage == 3
+    ):
+        gen_kwargs["synced_gpus"] = True  # sharded weights: every process must run the same number of steps
+    translations, lengths = [], []
+    for batch in dataloader:
+        with torch.no_grad():
+            generated = unwrapped.generate(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **gen_kwargs
+            )
+        generated = accelerator.pad_across_processes(generated, dim=1, pad_index=tokenizer.pad_token_id)
+        generated = accelerator.gather_for_metrics(generated).cpu()
+        lengths += generated_lengths(generated, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        translations += [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
+    return translations, lengths
+
+
+def generated_lengths(generated, eos_token_id, pad_token_id):
+    """Tokens generated per sequence: up to and including the first eos, after the decoder start token
+    (position 0). Beam search fills finished sequences with eos (transformers 5) or pad, so counting
+    non-pad tokens would give the batch's longest length.
+
+    Args:
+        generated: (batch, length) tensor of `generate` output ids.
+
+    Returns:
+        list of `batch` ints.
+    """
+    lengths = []
+    for row in generated.tolist():
+        body = row[1:]
+        lengths.append(body.index(eos_token_id) + 1 if eos_token_id in body
+                       else sum(t != pad_token_id for t in body))
+    return lengths
+
+
+def write_predictions(path, translations):
+    """One translation per line (line breaks inside a translation become spaces), UTF-8."""
+    with open(path, "w", encoding="utf-8") as f:
+        for text in translations:
+            f.write(" ".join(text.splitlines()) + "\n")

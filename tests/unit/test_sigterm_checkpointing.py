@@ -1,0 +1,82 @@
+"""Unit tests of common/preemption.py: SIGTERM/SIGUSR1 recorded only inside `sigterm_checkpointing`,
+previous handlers restored, and `exit_preempted` writing a resumable step_N checkpoint before exit 75.
+(End-to-end: tests/examples/test_preemption.py and test_resume_all.py send SIGTERM to launched runs.)"""
+
+import json
+import logging
+import os
+import signal
+
+import pytest
+import torch
+from accelerate import Accelerator
+from accelerate.state import AcceleratorState
+
+from common.checkpointing import PROGRESS_FILE, resolve_checkpoint
+from common.preemption import PREEMPTED_EXIT_CODE, exit_preempted, preemption_requested, sigterm_checkpointing
+
+
+@pytest.fixture
+def accelerator():
+    AcceleratorState._reset_state(True)
+    yield Accelerator(cpu=True)
+    AcceleratorState._reset_state(True)
+
+
+@pytest.fixture
+def sentinel_handlers():
+    """Installs a recording handler of the test's own for both signals, and restores pytest's after."""
+    received = []
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    for s in saved:
+        signal.signal(s, lambda signum, frame: received.append(signum))
+    yield received
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
+def test_signal_recorded_inside_and_handlers_restored_after(accelerator, sentinel_handlers, signum):
+    before = signal.getsignal(signum)
+    with sigterm_checkpointing():
+        assert not preemption_requested(accelerator)
+        os.kill(os.getpid(), signum)
+        assert preemption_requested(accelerator)
+        assert sentinel_handlers == []  # the test's handler did not run: the signal was only recorded
+    assert signal.getsignal(signum) is before
+    assert not preemption_requested(accelerator)  # the flag does not outlive the block
+    os.kill(os.getpid(), signum)
+    assert sentinel_handlers == [signum]  # outside the block the previous handler is in charge again
+
+
+def test_handlers_restored_when_the_block_raises(accelerator, sentinel_handlers):
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(RuntimeError, match="boom"):
+        with sigterm_checkpointing():
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise RuntimeError("boom")
+    assert signal.getsignal(signal.SIGTERM) is before
+    # A new block starts without the signal of the previous one.
+    with sigterm_checkpointing():
+        assert not preemption_requested(accelerator)
+
+
+def test_exit_preempted_saves_step_checkpoint_then_exits_75(accelerator, tmp_path):
+    class Args:
+        output_dir = str(tmp_path)
+        checkpoints_total_limit = None
+
+    model = accelerator.prepare(torch.nn.Linear(3, 2))
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(SystemExit) as exit_info:
+        exit_preempted(accelerator, logging.getLogger("test"), Args, completed_steps=7, epoch=1)
+    assert exit_info.value.code == PREEMPTED_EXIT_CODE == 75
+    checkpoint = tmp_path / "step_7"
+    assert json.loads((checkpoint / PROGRESS_FILE).read_text())["completed_steps"] == 7
+    assert resolve_checkpoint("latest", str(tmp_path)) == checkpoint
+    # The checkpoint loads back: weights changed after the save return to the saved values.
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(1.0)
+    accelerator.load_state(str(checkpoint))
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())

@@ -22,13 +22,17 @@ Sections (a few minutes each):
   procs     1 process x 2 threads against 2 processes x 1 thread
   length    --max_length 64/128/256 (dynamic padding, and --pad_to_max_length)
   ner       run_ner: plain, bf16, all switches (those run_ner wires)
-  full      full MRPC, 3 epochs: plain, best, Trainer (accuracy check; about 15 minutes)
+  full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
+            --group_by_length, Trainer (the accuracy check; about 35 minutes)
+  seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
+            seeds of --seeds (default 43,44,45): how much of an accuracy difference is seed noise
 
 Runs use --max_train_samples 800 (1 epoch, 50 steps of batch 16) except `full`. Measurements on a
 shared 2-core machine are noisy: `--repeats` repeats the key configurations.
 
     python benchmarks/bench.py                       # all sections but `full`
     python benchmarks/bench.py --sections full       # adds to bench_results/bench.json
+    python benchmarks/bench.py --sections seeds --only full_all,full_all_but_group --seeds 43,44
     python benchmarks/bench.py --sections switches --only plain,bf16
 """
 
@@ -52,8 +56,8 @@ from common.flops import matmul_peak_flops, model_flops_utilization, non_embeddi
 
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
-ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "full"]
-DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s != "full"]
+ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "full", "seeds"]
+DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
 BF16 = ["--mixed_precision", "bf16"]
@@ -105,12 +109,12 @@ class CpuLock:
 # One run
 
 
-def glue_args(max_train_samples, epochs=1, extra=()):
+def glue_args(max_train_samples, epochs=1, extra=(), seed=42):
     mrpc = SHARED / "glue" / "mrpc"
     args = ["--model_name_or_path", model_path(), "--train_file", mrpc / "train.tsv",
             "--validation_file", mrpc / "dev.tsv", "--per_device_train_batch_size", "16",
             "--per_device_eval_batch_size", "32", "--learning_rate", "5e-5", "--num_train_epochs", str(epochs),
-            "--seed", "42", "--overwrite_output_dir"]
+            "--seed", str(seed), "--overwrite_output_dir"]
     if max_train_samples:
         args += ["--max_train_samples", str(max_train_samples)]
     return [str(a) for a in args] + list(extra)
@@ -245,7 +249,7 @@ def measure_peaks(rounds=4):
     return peaks
 
 
-def glue_configs(section, samples):
+def glue_configs(section, samples, seeds=(43, 44, 45)):
     """(name, group, script, processes, threads, dynamo, extra flags, notes) for a section."""
     if section == "switches":
         configs = [
@@ -290,9 +294,13 @@ def glue_configs(section, samples):
              "Trainer defaults: fused AdamW, grad clipping 1.0, fp32"),
             ("trainer_bf16_group", "trainer", "benchmarks/trainer_glue.py", 1, 2, None,
              glue_args(samples, 1, BF16 + GROUP), "Trainer bf16=True, group_by_length=True, pad 8"),
+            ("reference", "trainer", "benchmarks/reference_glue.py", 1, 2, None, glue_args(samples),
+             "the loop of transformers' run_glue_no_trainer.py (fp32, for-loop AdamW)"),
         ]
     if section == "full":
         return [
+            ("full_reference", "full", "benchmarks/reference_glue.py", 1, 2, None, glue_args(None, 3),
+             "3,668 x 3 epochs, the run_glue_no_trainer.py loop"),
             ("full_plain", "full", "examples/run_glue.py", 1, 2, None, glue_args(None, 3), "3,668 x 3 epochs"),
             ("full_all", "full", "examples/run_glue.py", 1, 2, None, glue_args(None, 3, ALL),
              "3,668 x 3 epochs, all switches"),
@@ -301,6 +309,18 @@ def glue_configs(section, samples):
             ("full_trainer", "full", "benchmarks/trainer_glue.py", 1, 2, None, glue_args(None, 3),
              "3,668 x 3 epochs, Trainer defaults"),
         ]
+    if section == "seeds":
+        out = []
+        for seed in seeds:
+            out += [
+                (f"full_all_seed{seed}", "seeds", "examples/run_glue.py", 1, 2, None,
+                 glue_args(None, 3, ALL, seed), f"as full_all, seed {seed}"),
+                (f"full_all_but_group_seed{seed}", "seeds", "examples/run_glue.py", 1, 2, None,
+                 glue_args(None, 3, BF16 + FUSED + FAST_DROPOUT, seed), f"as full_all_but_group, seed {seed}"),
+                (f"full_plain_seed{seed}", "seeds", "examples/run_glue.py", 1, 2, None, glue_args(None, 3, (), seed),
+                 f"as full_plain, seed {seed}"),
+            ]
+        return out
     raise ValueError(section)
 
 
@@ -376,6 +396,28 @@ def markdown_table(chosen, reference):
     return "\n".join(lines)
 
 
+def seed_table(chosen):
+    """Eval accuracy of the full-MRPC configurations over the seeds measured (seed 42 = `full`)."""
+    by_config = {}
+    for row, _, _ in chosen:
+        if row["group"] not in ("full", "seeds") or row.get("failed") or row.get("eval_accuracy") is None:
+            continue
+        match = re.fullmatch(r"(.*)_seed(\d+)", row["name"])
+        config, seed = (match.group(1), int(match.group(2))) if match else (row["name"], 42)
+        by_config.setdefault(config, {})[seed] = (row["eval_accuracy"], row["samples_per_s"])
+    if not any(len(v) > 1 for v in by_config.values()):
+        return ""
+    lines = ["| config (full MRPC, 3 epochs) | seeds | eval accuracy per seed | mean | min | samples/s (mean) |",
+             "|---|---|---|---|---|---|"]
+    for config, per_seed in by_config.items():
+        seeds = sorted(per_seed)
+        accuracies = [per_seed[s][0] for s in seeds]
+        speed = sum(per_seed[s][1] for s in seeds) / len(seeds)
+        lines.append(f"| {config} | {', '.join(map(str, seeds))} | {', '.join(f'{a:.3f}' for a in accuracies)} "
+                     f"| {sum(accuracies) / len(accuracies):.3f} | {min(accuracies):.3f} | {speed:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sections", default=",".join(DEFAULT_SECTIONS),
@@ -392,7 +434,9 @@ def main(argv=None):
     parser.add_argument("--lock_budget", type=int, default=480,
                         help="Seconds the lock is held before handing it back between two runs.")
     parser.add_argument("--timeout", type=int, default=1500, help="Seconds per run before it is killed.")
+    parser.add_argument("--seeds", default="43,44,45", help="Seeds of the `seeds` section (comma-separated).")
     args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = set(sections) - set(ALL_SECTIONS)
     if unknown:
@@ -420,8 +464,8 @@ def main(argv=None):
         if section == "peak":
             continue
         configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
-            section, args.max_train_samples)
-        configs = [c for c in configs if only is None or c[0] in only]
+            section, args.max_train_samples, seeds)
+        configs = [c for c in configs if only is None or c[0] in only or re.sub(r"_seed\d+$", "", c[0]) in only]
         if not configs:
             continue
         for name, group, script, processes, threads, dynamo, extra, notes in configs:
@@ -474,7 +518,9 @@ def main(argv=None):
         base = {"plain": "switches", "full_plain": "full", "ner_plain": "ner"}.get(row["name"])
         if base and not row.get("failed"):
             reference[base] = row["samples_per_s"]
-    table = markdown_table(chosen, reference)
+    if "full" in reference:
+        reference["seeds"] = reference["full"]
+    table = markdown_table(chosen, reference) + "\n\n" + seed_table(chosen)
     peak_line = ", ".join(f"{k}: {v / 1e9:.0f} GFLOP/s" for k, v in raw_peaks.items())
     m = state["machine"]
     text = (f"Measured {m['date']} on {m['cpu']}, {m['cores']} cores (shared), {m['versions']}.\n"

@@ -56,7 +56,7 @@ def check_process_group(accelerator):
             f"process group (accelerator.num_processes={accelerator.num_processes}, distributed type "
             f"{accelerator.distributed_type.value}). On a machine without GPUs launch with "
             "`ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N ...` or "
-            "`accelerate launch --config_file configs/cpu_2proc.yaml ...`."
+            "`ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu_2proc.yaml ...`."
         )
 
 

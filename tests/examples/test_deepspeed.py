@@ -6,7 +6,7 @@ really go through DeepSpeed (the log names DistributedType.DEEPSPEED), learn (ac
 an untrained model on this balanced set, training loss below ln 2), and save a model that `from_pretrained`
 loads and that scores what the script reported.
 
-Skipped, with the reason, when `import deepspeed` fails (it is not in requirements.txt). On the first run on a
+Skipped, with the reason, when `import deepspeed` fails (requirements.txt installs it). On the first run on a
 machine DeepSpeed compiles a small C++ op (shm comm) into ~/.cache/torch_extensions: about 30 s more.
 """
 

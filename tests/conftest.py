@@ -157,3 +157,14 @@ def tiny_bert(tmp_path_factory, classification_data):
             for row in csv.DictReader(f):
                 texts += [row["sentence1"], row["sentence2"]]
     return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), texts)
+
+
+def bf16_autocast_works_on_cpu():
+    """True when torch can run a bf16 autocast matmul on this CPU (speed-switch tests then train in bf16)."""
+    import torch
+
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+    except RuntimeError:
+        return False

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import SHARED_DATA, launch, read_results, write_classification_files
+from conftest import SHARED_DATA, bf16_autocast_works_on_cpu, launch, read_results, write_classification_files
 
 TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
          "--seed", "1"]
@@ -116,22 +116,13 @@ def test_resume_from_step_checkpoint_matches_uninterrupted_run(tmp_path, tiny_be
         assert full_results[key] == resumed_results[key]
 
 
-def bf16_autocast_works():
-    try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            torch.ones(8, 8) @ torch.ones(8, 8)
-        return True
-    except RuntimeError:
-        return False
-
-
 def test_speed_switches_learn_and_resume_exactly(tmp_path, tiny_bert, classification_data):
     """All speed switches together (--mixed_precision bf16 --group_by_length --optim adamw_torch_fused
     --fast_dropout): the model learns, and a resume from a mid-epoch checkpoint
     ends with bit-identical weights (1 process: the length-grouped order and the fast dropout masks are
     restored from the checkpoint)."""
     switches = ["--group_by_length", "--optim", "adamw_torch_fused", "--fast_dropout"]
-    if bf16_autocast_works():
+    if bf16_autocast_works_on_cpu():
         switches += ["--mixed_precision", "bf16"]
     common = ["--model_name_or_path", tiny_bert, *data_args(classification_data), "--num_train_epochs", "4",
               *TRAIN, *switches]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import run_ner
-from conftest import build_tiny_bert, launch, read_results
+from conftest import bf16_autocast_works_on_cpu, build_tiny_bert, launch, read_results
 
 # Entity lexicons: multi-word names give I- tags, long rare words split into several sub-words.
 PERSONS = [["john", "smith"], ["mary"], ["kowalczykowski"], ["anna", "bergstrom"], ["peter"], ["oluwaseun", "adeyemi"]]
@@ -176,17 +176,6 @@ def test_two_processes_conll_iob1_label_all_tokens_and_resume(tmp_path, ner_data
     for name in weights_a:
         torch.testing.assert_close(weights_b[name], weights_a[name], rtol=0, atol=1e-6, msg=name)
     assert resumed["eval_f1"] == results["eval_f1"]
-
-
-def bf16_autocast_works_on_cpu():
-    """True when torch can run a bf16 autocast matmul on this CPU (the speed-switch test then trains in bf16)."""
-    import torch
-
-    try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            return (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
-    except RuntimeError:
-        return False
 
 
 def test_speed_switches_group_by_length_fused_adamw_bf16_learn(tmp_path, ner_data, tiny_ner_bert, untrained_f1):

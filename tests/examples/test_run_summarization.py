@@ -10,6 +10,7 @@ import random
 import pytest
 import torch
 from accelerate import PartialState
+from test_run_translation import source_padding
 
 import run_summarization
 from common import seq2seq
@@ -144,18 +145,6 @@ def test_columns_and_empty_texts_are_checked(tmp_path):
 
 
 # ---------------------------------------------------------------- end to end
-def source_padding(lengths, orders, batch_size, multiple):
-    """(padding, real) document tokens when consecutive `batch_size` examples of each order in `orders` (one
-    per epoch) are padded to their longest, rounded up to `multiple`."""
-    real = padded = 0
-    for order in orders:
-        for start in range(0, len(order), batch_size):
-            batch = [lengths[i] for i in order[start:start + batch_size]]
-            real += sum(batch)
-            padded += -(-max(batch) // multiple) * multiple * len(batch)
-    return padded - real, real
-
-
 def test_bart_learns_to_summarize_on_one_process(data, tmp_path):
     """With the speed switches --group_by_length --optim adamw_torch_fused --pad_to_multiple_of 8 (the slow
     2-process test runs without them): the model learns, the fused AdamW is the one checkpointed, and the

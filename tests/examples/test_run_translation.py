@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from common import seq2seq
-from conftest import launch, read_results
+from conftest import bf16_autocast_works_on_cpu, launch, read_results
 
 LEXICON = {
     "the": "der", "red": "rote", "small": "kleine", "dog": "hund", "cat": "katze", "runs": "rennt",
@@ -289,15 +289,6 @@ def test_resume_two_processes_equals_uninterrupted_run(bart_two_processes, tiny_
     orders[0] = orders[0][40 * 8:]
     assert resumed["train_steps"] == BART_2PROC_EPOCHS * 40 and resumed["train_samples"] == sum(map(len, orders))
     assert resumed["train_padding_fraction"] == padding_fraction(source_padding(lengths, orders, 8))
-
-
-def bf16_autocast_works_on_cpu():
-    """True when torch can run a bf16 autocast matmul on this CPU (the speed-switch test then trains in bf16)."""
-    try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            return (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
-    except RuntimeError:
-        return False
 
 
 def test_speed_switches_group_by_length_fused_adamw_bf16_label_smoothing(data, tiny_bart, tmp_path):

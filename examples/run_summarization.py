@@ -10,7 +10,7 @@ trained on the training text with `--train_tokenizer_vocab_size`). Metric: ROUGE
 lead-3 baseline (the document's first three sentences); the summaries go to `generated_predictions.txt`.
 
 The seq2seq machinery (tokenizer training, config fitting, decoder start, generation across processes) is
-shared with `run_translation.py` through `common/seq2seq.py`.
+shared with `run_translation.py` through `common/tasks/seq2seq.py`.
 
     accelerate launch examples/run_summarization.py \\
         --model_name_or_path facebook/bart-base --dataset_name cnn_dailymail --dataset_config_name 3.0.0 \\
@@ -46,7 +46,7 @@ from common.optimization import batches_per_process, build_lr_scheduler, build_o
 from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
-from common.seq2seq import (
+from common.tasks.seq2seq import (
     MODEL_TYPES,
     check_decoder_start_token_id,
     generate_texts,
@@ -267,7 +267,7 @@ def preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accel
 
 
 def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
-    """Generates summaries for every example (in dataset order, see `common.seq2seq.generate_texts`)
+    """Generates summaries for every example (in dataset order, see `common.tasks.seq2seq.generate_texts`)
     and scores them against `references`.
 
     Returns:

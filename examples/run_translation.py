@@ -51,7 +51,7 @@ from common.optimization import batches_per_process, build_lr_scheduler, build_o
 from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
-from common.seq2seq import (
+from common.tasks.seq2seq import (
     MODEL_TYPES,
     check_decoder_start_token_id,
     generate_texts,

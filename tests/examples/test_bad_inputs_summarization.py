@@ -13,7 +13,7 @@ from test_run_summarization import examples, write_csv
 from test_run_translation import build_tiny_model
 
 import run_summarization
-from common import seq2seq
+from common.tasks import seq2seq
 from conftest import build_tiny_bert, launch
 
 

@@ -20,7 +20,7 @@ from bad_input_checks import (
 from test_run_translation import build_tiny_model, translation_pairs, write_jsonl, write_text
 
 import run_translation
-from common import seq2seq
+from common.tasks import seq2seq
 from conftest import build_tiny_bert, launch
 
 

@@ -97,7 +97,7 @@ def qa_setup(directory):
 
 
 def translation_setup(directory):
-    from common.seq2seq import train_seq2seq_tokenizer
+    from common.tasks.seq2seq import train_seq2seq_tokenizer
 
     pairs = {"train": test_run_translation.translation_pairs(320, seed=0),
              "validation": test_run_translation.translation_pairs(test_run_translation.N_VALIDATION, seed=1)}
@@ -117,7 +117,7 @@ def translation_setup(directory):
 def summarization_setup(directory):
     from transformers import CONFIG_MAPPING, AutoModelForSeq2SeqLM
 
-    from common.seq2seq import fit_config_to_tokenizer, train_seq2seq_tokenizer
+    from common.tasks.seq2seq import fit_config_to_tokenizer, train_seq2seq_tokenizer
 
     rows = {"train": test_run_summarization.examples(320, seed=0),
             "validation": test_run_summarization.examples(test_run_summarization.N_VALIDATION, seed=1)}

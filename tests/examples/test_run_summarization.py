@@ -13,7 +13,7 @@ from accelerate import PartialState
 from test_run_translation import source_padding
 
 import run_summarization
-from common import seq2seq
+from common.tasks import seq2seq
 from conftest import launch, read_results
 
 CONTENT = ["fox", "bird", "king", "queen", "river", "castle", "dragon", "knight", "storm", "ship", "apple", "wolf"]

@@ -11,7 +11,7 @@ import shutil
 import pytest
 import torch
 
-from common import seq2seq
+from common.tasks import seq2seq
 from conftest import bf16_autocast_works_on_cpu, launch, read_results
 
 LEXICON = {

@@ -1,4 +1,4 @@
-"""Unit tests for the helpers of examples/run_translation.py and common/seq2seq.py, on hand-made inputs with
+"""Unit tests for the helpers of examples/run_translation.py and common/tasks/seq2seq.py, on hand-made inputs with
 hand-computed answers."""
 
 import gzip
@@ -11,7 +11,7 @@ import torch
 from accelerate import PartialState
 
 import run_translation
-from common import seq2seq
+from common.tasks import seq2seq
 from conftest import SHARED_DATA
 
 PAIRS = [("a small dog runs", "ein kleiner hund rennt"), ("the cat sleeps", "die katze schläft"),

@@ -45,6 +45,7 @@ from common.optimization import batches_per_process, build_lr_scheduler, build_o
 from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
+from common.tasks import labels as task_labels
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
 
@@ -177,31 +178,20 @@ def resolve_columns(args, raw_datasets):
 
 
 def align_labels(args, config, label_list):
-    """Maps each label value to a class id, reusing the checkpoint's `label2id` when it has one.
+    """Maps each label value of the data (str or int) to its class id: the ids of
+    `common.tasks.labels.align_labels` for the values' `str()` (a checkpoint's own `label2id` when its labels
+    cover the data's, else the position in `label_list`); `config` gets num_labels/label2id/id2label.
 
     Returns:
-        label_to_id: {label value: id}; the config is updated with label2id/id2label.
+        label_to_id: {label value: id}.
 
     Raises:
-        ValueError: when the checkpoint has its own labels that differ from the data's, unless
-            --ignore_mismatched_sizes (then the data's labels win and the head is re-initialised).
+        ValueError: naming --model_name_or_path when the checkpoint's own labels lack the data's, unless
+            --ignore_mismatched_sizes (see `common.tasks.labels.align_labels`).
     """
-    names = [str(label) for label in label_list]
-    default = {f"LABEL_{i}": i for i in range(config.num_labels)}
-    checkpoint_labels = {str(k): v for k, v in config.label2id.items()}
-    if checkpoint_labels != default and not args.ignore_mismatched_sizes:
-        if sorted(checkpoint_labels) != sorted(names):
-            raise ValueError(
-                f"--model_name_or_path {args.model_name_or_path} was trained with labels "
-                f"{sorted(checkpoint_labels)} but the data has labels {sorted(names)}. Pass "
-                "--ignore_mismatched_sizes to train a new classification head."
-            )
-        label2id = checkpoint_labels
-    else:
-        label2id = {name: i for i, name in enumerate(names)}
-    config.num_labels = len(names)
-    config.label2id = label2id
-    config.id2label = {i: name for name, i in label2id.items()}
+    label2id = task_labels.align_labels(
+        config, [str(label) for label in label_list], args.model_name_or_path, args.ignore_mismatched_sizes
+    )
     return {label: label2id[str(label)] for label in label_list}
 
 

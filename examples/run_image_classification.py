@@ -48,6 +48,7 @@ from common.optimization import batches_per_process, build_lr_scheduler, build_o
 from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import refuse_padding_flags
 from common.saving import push_to_hub, save_model, write_all_results
+from common.tasks.labels import align_labels
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
 
@@ -458,31 +459,6 @@ def resolve_labels(args, train_dataset, eval_dataset, sources):
     return [str(v) for v in values], values
 
 
-def align_labels(args, config, names):
-    """Class ids for the data's class `names`, reusing the checkpoint's `label2id` when it has the same labels.
-
-    Returns:
-        label2id {name: id}; `config` gets num_labels, label2id and id2label ({id: name}, integer ids).
-
-    Raises:
-        ValueError: when the checkpoint was trained with other labels, unless --ignore_mismatched_sizes (then
-            the data's labels win and the head is re-initialised).
-    """
-    default = {f"LABEL_{i}": i for i in range(config.num_labels)}
-    checkpoint_labels = {str(k): int(v) for k, v in config.label2id.items()}
-    if args.model_name_or_path and checkpoint_labels != default and not args.ignore_mismatched_sizes:
-        if sorted(checkpoint_labels) != sorted(names):
-            raise ValueError(
-                f"--model_name_or_path {args.model_name_or_path} was trained with labels {sorted(checkpoint_labels)} "
-                f"but the data has labels {sorted(names)}. Pass --ignore_mismatched_sizes to train a new head."
-            )
-        label2id = checkpoint_labels
-    else:
-        label2id = {name: i for i, name in enumerate(names)}
-    config.num_labels = len(names)
-    config.label2id = label2id
-    config.id2label = {i: name for name, i in label2id.items()}
-    return label2id
 
 
 def parse_config_overrides(text):
@@ -753,7 +729,7 @@ def training_function(args):
     names, values = resolve_labels(args, train_dataset, eval_dataset, sources)
 
     config = build_config(args)
-    label2id = align_labels(args, config, names)
+    label2id = align_labels(config, names, args.model_name_or_path, args.ignore_mismatched_sizes)
     label_to_id = {value: label2id[name] for value, name in zip(values, names)}
     image_processor = build_image_processor(args, config)
     if args.model_name_or_path is not None:

@@ -52,6 +52,7 @@ from common.optimization import batches_per_process, build_lr_scheduler, build_o
 from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
+from common.tasks.labels import align_labels
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
 
@@ -476,32 +477,6 @@ def build_label_list(args, raw_datasets, label_column, scheme):
     return label_list
 
 
-def align_labels(args, config, label_list):
-    """Maps each tag to a class id, reusing the checkpoint's `label2id` when it has one that covers the data's tags.
-
-    Returns:
-        label_to_id: {tag: id}; `config` is updated with num_labels/label2id/id2label.
-
-    Raises:
-        ValueError: when the checkpoint has its own labels that do not cover the data's, unless
-            --ignore_mismatched_sizes (then the data's labels win and the head is re-initialised).
-    """
-    default = {f"LABEL_{i}": i for i in range(config.num_labels)}
-    checkpoint_labels = {str(k): int(v) for k, v in config.label2id.items()}
-    if checkpoint_labels != default and not args.ignore_mismatched_sizes:
-        missing = sorted(set(label_list) - set(checkpoint_labels))
-        if missing:
-            raise ValueError(
-                f"--model_name_or_path {args.model_name_or_path} was trained with labels {sorted(checkpoint_labels)} "
-                f"which lack the data's {missing}. Pass --ignore_mismatched_sizes to train a new classification head."
-            )
-        label2id = checkpoint_labels
-    else:
-        label2id = {name: i for i, name in enumerate(label_list)}
-    config.num_labels = len(label2id)
-    config.label2id = label2id
-    config.id2label = {i: name for name, i in label2id.items()}
-    return label2id
 
 
 def continuation_ids(label_to_id):
@@ -730,7 +705,7 @@ def training_function(args):
     )
     raw_datasets, scheme = normalize_tags(args, raw_datasets, text_column, label_column, config)
     label_list = build_label_list(args, raw_datasets, label_column, scheme)
-    label_to_id = align_labels(args, config, label_list)
+    label_to_id = align_labels(config, label_list, args.model_name_or_path, args.ignore_mismatched_sizes)
     logger.info(f"Tag scheme {scheme}{' (converted to IOB2)' if scheme == 'IOB' else ''}; labels: {label_list}")
     raw_datasets = select_samples(args, raw_datasets)
 

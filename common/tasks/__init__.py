@@ -1,5 +1,7 @@
 """Task knowledge shared by several scripts in `examples/`, one contract per module.
 
+- `common.tasks.labels`: class ids for the data's labels, agreed with a checkpoint's own `label2id`
+  (run_glue, run_ner, run_image_classification).
 - `common.tasks.seq2seq`: encoder-decoder helpers of run_translation and run_summarization (tokenizer training,
   model loading fitted to the tokenizer, distributed generation).
 """

@@ -14,6 +14,7 @@ from PIL import Image
 from transformers import CLIPImageProcessorPil, ConvNextImageProcessorPil, ViTConfig, ViTImageProcessorPil
 
 import run_image_classification as ric
+from common.tasks.labels import align_labels
 from conftest import SHARED_DATA
 
 
@@ -217,18 +218,21 @@ def test_build_config_derived_attributes_follow_the_overrides(tmp_path):
 
 def test_align_labels():
     args = argparse.Namespace(model_name_or_path=None, ignore_mismatched_sizes=False)
+    flags = (args.model_name_or_path, args.ignore_mismatched_sizes)
     config = ViTConfig()
-    assert ric.align_labels(args, config, ["cat", "dog"]) == {"cat": 0, "dog": 1}
+    assert align_labels(config, ["cat", "dog"], *flags) == {"cat": 0, "dog": 1}
     assert config.id2label == {0: "cat", 1: "dog"} and config.num_labels == 2
     # A checkpoint trained on the same labels in another order keeps its ids.
     args.model_name_or_path = "some/checkpoint"
+    flags = (args.model_name_or_path, args.ignore_mismatched_sizes)
     trained = ViTConfig(label2id={"dog": 0, "cat": 1}, id2label={0: "dog", 1: "cat"})
-    assert ric.align_labels(args, trained, ["cat", "dog"]) == {"dog": 0, "cat": 1}
+    assert align_labels(trained, ["cat", "dog"], *flags) == {"dog": 0, "cat": 1}
     with pytest.raises(ValueError, match="--ignore_mismatched_sizes"):
-        ric.align_labels(args, ViTConfig(label2id={"a": 0, "b": 1}, id2label={0: "a", 1: "b"}), ["cat", "dog"])
+        align_labels(ViTConfig(label2id={"a": 0, "b": 1}, id2label={0: "a", 1: "b"}), ["cat", "dog"], *flags)
     args.ignore_mismatched_sizes = True
-    assert ric.align_labels(args, ViTConfig(label2id={"a": 0, "b": 1}, id2label={0: "a", 1: "b"}),
-                            ["x", "y", "z"]) == {"x": 0, "y": 1, "z": 2}
+    flags = (args.model_name_or_path, args.ignore_mismatched_sizes)
+    assert align_labels(ViTConfig(label2id={"a": 0, "b": 1}, id2label={0: "a", 1: "b"}),
+                        ["x", "y", "z"], *flags) == {"x": 0, "y": 1, "z": 2}
 
 
 def test_resolve_labels():

@@ -8,6 +8,7 @@ import pytest
 from transformers import BertConfig
 
 import run_ner
+from common.tasks.labels import align_labels
 from conftest import SHARED_DATA, train_wordpiece_tokenizer
 
 CONLL = """-DOCSTART- -X- -X- O
@@ -202,11 +203,12 @@ def test_align_labels_reuses_a_checkpoints_mapping():
     args = parse([])
     config = BertConfig(id2label={0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC"}, label2id={"O": 0, "B-PER": 1,
                                                                                        "I-PER": 2, "B-LOC": 3})
-    assert run_ner.align_labels(args, config, ["B-PER", "O"]) == {"O": 0, "B-PER": 1, "I-PER": 2, "B-LOC": 3}
+    flags = (args.model_name_or_path, args.ignore_mismatched_sizes)
+    assert align_labels(config, ["B-PER", "O"], *flags) == {"O": 0, "B-PER": 1, "I-PER": 2, "B-LOC": 3}
     with pytest.raises(ValueError, match=r"lack the data's \['B-ORG'\]"):
-        run_ner.align_labels(args, config, ["B-ORG", "O"])
+        align_labels(config, ["B-ORG", "O"], *flags)
     fresh = BertConfig()
-    assert run_ner.align_labels(args, fresh, ["B-ORG", "I-ORG", "O"]) == {"B-ORG": 0, "I-ORG": 1, "O": 2}
+    assert align_labels(fresh, ["B-ORG", "I-ORG", "O"], *flags) == {"B-ORG": 0, "I-ORG": 1, "O": 2}
     assert fresh.num_labels == 3 and fresh.id2label[2] == "O"
 
 

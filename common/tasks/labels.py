@@ -1,0 +1,65 @@
+"""Class ids for a data set's labels, agreed with a checkpoint's own `label2id`.
+
+One rule for every classification script (sequence, token and image classification): a checkpoint that was
+fine-tuned with named labels keeps its class ids when its labels cover the data's, so its classification head
+is reused as trained; otherwise the run stops, unless --ignore_mismatched_sizes asks for a new head.
+"""
+
+
+def default_label2id(num_labels):
+    """The `label2id` that transformers gives a config without labels of its own: {"LABEL_0": 0, ...}.
+
+    Args:
+        num_labels: the config's `num_labels` (int >= 0).
+
+    Returns:
+        dict {str: int} with `num_labels` entries.
+    """
+    return {f"LABEL_{i}": i for i in range(num_labels)}
+
+
+def align_labels(config, label_names, model_name_or_path, ignore_mismatched_sizes):
+    """Class ids for the data's labels, reusing the checkpoint's `label2id` when it has labels of its own.
+
+    The checkpoint's mapping is kept when `model_name_or_path` is given, `config.label2id` is not the
+    transformers default (`LABEL_0`, `LABEL_1`, ...; see `default_label2id`) and its labels include every one
+    of `label_names` (a checkpoint may know more classes than a small data set shows: its head keeps them).
+    Otherwise the ids are the positions in `label_names`. A model built from scratch (`model_name_or_path`
+    None, e.g. from --config_name or --model_type) always takes the data's labels.
+
+    Args:
+        config: a `transformers.PretrainedConfig`; updated in place: `label2id`, `id2label` ({int id: name})
+            and `num_labels` (the number of classes of the head: the checkpoint's when its mapping is kept).
+        label_names: list of str, the data's class names in the order wanted for new ids (e.g. sorted). Data
+            whose labels are not strings (integer classes) passes their `str()`.
+        model_name_or_path: the --model_name_or_path value (used in the error message), or None.
+        ignore_mismatched_sizes: the --ignore_mismatched_sizes flag: when True a checkpoint's own labels are
+            dropped and the data's win (transformers then re-initialises a head of the new size).
+
+    Returns:
+        label2id: dict {name: class id}, the mapping stored in `config` (it may hold names the data lacks).
+
+    Raises:
+        ValueError: naming --model_name_or_path and suggesting --ignore_mismatched_sizes when the checkpoint's
+            own labels lack some of the data's: "was trained with labels [...] but the data has labels [...]"
+            when they share none, "was trained with labels [...] which lack the data's [...]" otherwise.
+    """
+    names = [str(name) for name in label_names]
+    checkpoint_labels = {str(name): int(index) for name, index in config.label2id.items()}
+    has_own_labels = checkpoint_labels != default_label2id(config.num_labels)
+    if model_name_or_path is not None and has_own_labels and not ignore_mismatched_sizes:
+        missing = sorted(set(names) - set(checkpoint_labels))
+        if missing:
+            shared = set(names) & set(checkpoint_labels)
+            mismatch = f"which lack the data's {missing}" if shared else f"but the data has labels {sorted(names)}"
+            raise ValueError(
+                f"--model_name_or_path {model_name_or_path} was trained with labels {sorted(checkpoint_labels)} "
+                f"{mismatch}. Pass --ignore_mismatched_sizes to train a new classification head."
+            )
+        label2id = checkpoint_labels
+    else:
+        label2id = {name: i for i, name in enumerate(names)}
+    config.num_labels = len(label2id)
+    config.label2id = label2id
+    config.id2label = {i: name for name, i in label2id.items()}
+    return label2id

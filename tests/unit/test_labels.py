@@ -1,0 +1,63 @@
+"""Unit tests of common/tasks/labels.py: one label-alignment rule for sequence, token and image classification,
+on hand-made configs."""
+
+import pytest
+from transformers import BertConfig
+
+from common.tasks.labels import align_labels, default_label2id
+
+
+def trained_config(names):
+    """A config as a fine-tuned checkpoint has it: its own labels, ids in the order given."""
+    return BertConfig(label2id={name: i for i, name in enumerate(names)}, id2label=dict(enumerate(names)))
+
+
+def test_default_label2id():
+    assert default_label2id(3) == {"LABEL_0": 0, "LABEL_1": 1, "LABEL_2": 2}
+    assert default_label2id(0) == {}
+
+
+def test_a_checkpoint_without_own_labels_takes_the_data_labels_in_order():
+    config = BertConfig()  # num_labels 2, LABEL_0/LABEL_1
+    assert align_labels(config, ["neg", "neutral", "pos"], "bert", False) == {"neg": 0, "neutral": 1, "pos": 2}
+    assert config.num_labels == 3
+    assert config.id2label == {0: "neg", 1: "neutral", 2: "pos"}
+
+
+def test_integer_class_labels_are_named_by_their_str():
+    # run_glue's CSV labels 0/1 become the names "0"/"1" (saved config.json: {"0": 0, "1": 1}).
+    config = BertConfig()
+    assert align_labels(config, [str(v) for v in [1, 0]], "bert", False) == {"1": 0, "0": 1}
+    assert config.label2id == {"1": 0, "0": 1}
+
+
+def test_a_checkpoint_keeps_its_ids_when_its_labels_cover_the_data():
+    # Same labels in another order: the checkpoint's ids win.
+    config = trained_config(["pos", "neg"])
+    assert align_labels(config, ["neg", "pos"], "my/sst2", False) == {"pos": 0, "neg": 1}
+    assert config.num_labels == 2
+    # More classes than the data shows (an MNLI head on a data set without "neutral"): the head keeps all 3.
+    config = trained_config(["entailment", "neutral", "contradiction"])
+    assert align_labels(config, ["contradiction", "entailment"], "my/mnli", False) == {
+        "entailment": 0, "neutral": 1, "contradiction": 2}
+    assert config.num_labels == 3 and config.id2label[1] == "neutral"
+
+
+def test_a_checkpoint_whose_labels_lack_the_data_labels_is_refused():
+    refused = (r"^--model_name_or_path my/sst2 was trained with labels \['neg', 'pos'\] but the data has labels "
+               r"\['bad', 'good'\]\. Pass --ignore_mismatched_sizes")
+    with pytest.raises(ValueError, match=refused):
+        align_labels(trained_config(["neg", "pos"]), ["good", "bad"], "my/sst2", False)
+    # Some labels shared: the message lists the missing ones.
+    with pytest.raises(ValueError, match=r"was trained with labels \['B-PER', 'I-PER', 'O'\] which lack the data's "
+                                         r"\['B-LOC'\]\. Pass --ignore_mismatched_sizes"):
+        align_labels(trained_config(["O", "B-PER", "I-PER"]), ["B-LOC", "B-PER", "O"], "my/ner", False)
+
+
+def test_ignore_mismatched_sizes_and_new_models_take_the_data_labels():
+    config = trained_config(["neg", "pos"])
+    assert align_labels(config, ["bad", "good", "ok"], "my/sst2", True) == {"bad": 0, "good": 1, "ok": 2}
+    assert config.num_labels == 3 and config.id2label == {0: "bad", 1: "good", 2: "ok"}
+    # No --model_name_or_path (a model built from --config_name/--model_type): the config's labels do not bind.
+    config = trained_config(["zero", "one"])
+    assert align_labels(config, ["blue", "red"], None, False) == {"blue": 0, "red": 1}

@@ -459,8 +459,6 @@ def resolve_labels(args, train_dataset, eval_dataset, sources):
     return [str(v) for v in values], values
 
 
-
-
 def parse_config_overrides(text):
     """Parses --config_overrides: comma-separated `key=value` pairs; values are read as JSON when they parse
     (numbers, true/false, [lists]) and as strings otherwise. Commas inside [...] belong to the value.

@@ -53,6 +53,7 @@ from common.preemption import exit_preempted, preemption_requested, sigterm_chec
 from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
 from common.tasks.labels import align_labels
+from common.tasks.predictions import write_token_predictions
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
 
@@ -477,8 +478,6 @@ def build_label_list(args, raw_datasets, label_column, scheme):
     return label_list
 
 
-
-
 def continuation_ids(label_to_id):
     """{tag id: id of the tag a continuation sub-word gets}: `B-X` -> `I-X`, every other tag -> itself.
 
@@ -683,16 +682,6 @@ def predict(model, dataloader, accelerator, word_ids, num_words, id2label):
     if missing:
         raise RuntimeError(f"{len(missing)} examples were never predicted (first: {missing[:5]}).")
     return predictions
-
-
-def write_predictions(path, tokens, predictions, references=None):
-    """Writes predictions in CoNLL format, in input order: `token prediction` (or `token gold prediction`, the
-    layout `conlleval` reads) per line, a blank line after each sentence."""
-    with open(path, "w", encoding="utf-8") as f:
-        for i, (words, tags) in enumerate(zip(tokens, predictions)):
-            for j, (word, tag) in enumerate(zip(words, tags)):
-                f.write(f"{word} {references[i][j]} {tag}\n" if references is not None else f"{word} {tag}\n")
-            f.write("\n")
 
 
 def training_function(args):
@@ -926,7 +915,7 @@ def training_function(args):
         results["predict_samples"] = len(test_tokens)
         if accelerator.is_main_process:
             os.makedirs(args.output_dir, exist_ok=True)
-            write_predictions(
+            write_token_predictions(
                 os.path.join(args.output_dir, "predict_results.txt"), test_tokens, test_predictions, test_references
             )
 

@@ -21,7 +21,6 @@ evaluation scripts (with the HasAns/NoAns breakdown for v2.0). Writes `predictio
 import argparse
 import collections
 import json
-import os
 import re
 import string
 import time
@@ -54,6 +53,7 @@ from common.optimization import batches_per_process, build_lr_scheduler, build_o
 from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
+from common.tasks.predictions import write_squad_predictions
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
 
@@ -695,23 +695,6 @@ def postprocess_qa_predictions(examples, features, all_start_logits, all_end_log
     return predictions, nbest_json, null_odds
 
 
-def write_predictions(output_dir, predictions, nbest, null_odds=None, prefix=""):
-    """Writes `{prefix}predictions.json`, `{prefix}nbest_predictions.json` and, for SQuAD v2.0,
-    `{prefix}null_odds.json` (question id -> null score - best span score; the `--na-prob-file`
-    of the official v2.0 evaluation script) to `output_dir`. Returns the list of paths written."""
-    os.makedirs(output_dir, exist_ok=True)
-    files = {"predictions.json": predictions, "nbest_predictions.json": nbest}
-    if null_odds is not None:
-        files["null_odds.json"] = null_odds
-    paths = []
-    for name, content in files.items():
-        path = os.path.join(output_dir, prefix + name)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(content, f, indent=4, ensure_ascii=False)
-        paths.append(path)
-    return paths
-
-
 # ---------------------------------------------------------------------------------------------------
 # Metrics: the official SQuAD evaluation scripts, v1.1 (evaluate-v1.1.py) and v2.0 (evaluate-v2.0.py),
 # https://rajpurkar.github.io/SQuAD-explorer/ (Rajpurkar et al., 2016; Rajpurkar, Jia & Liang, 2018).
@@ -1140,7 +1123,7 @@ def training_function(args):
         logger.info(f"evaluation: {eval_output[0]}")
     eval_metrics, predictions, nbest, null_odds = eval_output
     if accelerator.is_main_process:
-        write_predictions(args.output_dir, predictions, nbest, null_odds)
+        write_squad_predictions(args.output_dir, predictions, nbest, null_odds)
 
     results = {f"eval_{k}": v for k, v in eval_metrics.items()}
     results["eval_samples"] = len(eval_examples)
@@ -1165,7 +1148,7 @@ def training_function(args):
             with_metrics=scored,
         )
         if accelerator.is_main_process:
-            write_predictions(args.output_dir, predictions, nbest, null_odds, prefix="predict_")
+            write_squad_predictions(args.output_dir, predictions, nbest, null_odds, prefix="predict_")
         results["predict_samples"] = len(predict_examples)
         if predict_metrics is not None:
             logger.info(f"prediction: {predict_metrics}")

@@ -51,13 +51,13 @@ from common.optimization import batches_per_process, build_lr_scheduler, build_o
 from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
 from common.saving import push_to_hub, save_model, write_all_results
+from common.tasks.predictions import write_text_predictions
 from common.tasks.seq2seq import (
     MODEL_TYPES,
     check_decoder_start_token_id,
     generate_texts,
     load_seq2seq_model,
     train_seq2seq_tokenizer,
-    write_predictions,
 )
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers, parse_report_to
@@ -795,7 +795,7 @@ def training_function(args):
     results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
     if accelerator.is_main_process:
         os.makedirs(args.output_dir, exist_ok=True)
-        write_predictions(os.path.join(args.output_dir, "generated_predictions.txt"), translations)
+        write_text_predictions(os.path.join(args.output_dir, "generated_predictions.txt"), translations)
 
     if predict_dataset is not None:
         predict_dataloader = accelerator.prepare(
@@ -808,7 +808,9 @@ def training_function(args):
             results.update({f"predict_{k}": v for k, v in test_metrics.items()})
         results["predict_samples"] = len(predict_dataset)
         if accelerator.is_main_process:
-            write_predictions(os.path.join(args.output_dir, "predict_generated_predictions.txt"), test_translations)
+            write_text_predictions(
+                os.path.join(args.output_dir, "predict_generated_predictions.txt"), test_translations
+            )
 
     if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
         save_model(accelerator, model, args.output_dir, tokenizer)

@@ -2,6 +2,8 @@
 
 - `common.tasks.labels`: class ids for the data's labels, agreed with a checkpoint's own `label2id`
   (run_glue, run_ner, run_image_classification).
+- `common.tasks.predictions`: prediction files, one writer per layout (class labels, CoNLL tags, SQuAD JSON,
+  generated text).
 - `common.tasks.seq2seq`: encoder-decoder helpers of run_translation and run_summarization (tokenizer training,
   model loading fitted to the tokenizer, distributed generation).
 """

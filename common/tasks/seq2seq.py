@@ -4,7 +4,7 @@
 - `load_seq2seq_model`: a checkpoint, or a new model from a config whose special-token ids are fitted to the
   tokenizer (`fit_config_to_tokenizer`), and `check_decoder_start_token_id`;
 - `generate_texts`: distributed generation with `pad_across_processes` + `gather_for_metrics` (one text per
-  example, in dataset order, on any number of processes), `generated_lengths`, `write_predictions`.
+  example, in dataset order, on any number of processes), and `generated_lengths`.
 """
 
 import torch
@@ -210,10 +210,3 @@ def generated_lengths(generated, eos_token_id, pad_token_id):
         lengths.append(body.index(eos_token_id) + 1 if eos_token_id in body
                        else sum(t != pad_token_id for t in body))
     return lengths
-
-
-def write_predictions(path, translations):
-    """One translation per line (line breaks inside a translation become spaces), UTF-8."""
-    with open(path, "w", encoding="utf-8") as f:
-        for text in translations:
-            f.write(" ".join(text.splitlines()) + "\n")

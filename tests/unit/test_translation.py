@@ -383,12 +383,6 @@ def test_bleu_and_chrf_hand_computed():
         run_translation.compute_metrics(["a", "b"], ["a"])
 
 
-def test_write_predictions_one_line_each(tmp_path):
-    path = tmp_path / "generated_predictions.txt"
-    seq2seq.write_predictions(path, ["eins", "zwei\ndrei", ""])
-    assert path.read_text(encoding="utf-8") == "eins\nzwei drei\n\n"
-
-
 def test_generated_lengths_stop_at_the_first_eos():
     # Rows start with the decoder start token (0); eos = 1, pad = 0. Beam search may fill with eos or pad.
     generated = torch.tensor([[0, 5, 6, 1, 1, 1], [0, 7, 1, 0, 0, 0], [0, 5, 6, 7, 8, 9]])

@@ -13,8 +13,13 @@ same command (one process, so every operation is replayed in the same order), an
 equal. The data and tiny models are those of each script's own test module (tests/examples/test_run_*.py).
 
 Not slow (part of `make test`): SIGKILL for run_ner and run_clm. Everything else is @pytest.mark.slow.
+
+The step at which a run is stopped is drawn from a generator seeded with `RESUME_KILL_SEED` (an integer; a fresh
+random seed when unset). Every test prints the seed and every failure names it: rerun with
+`RESUME_KILL_SEED=<seed>` to stop at the same steps.
 """
 
+import contextlib
 import os
 import random
 import re
@@ -38,6 +43,40 @@ from conftest import EXAMPLES, OFFLINE_ENV, build_tiny_bert, launch, read_result
 PREEMPTED_EXIT_CODE = 75
 # Timing entries differ between any two runs; everything else in all_results.json is compared.
 TIMING = re.compile(r"runtime|per_second|seconds")
+
+
+def kill_seed():
+    """The seed of the stop-step draws: `RESUME_KILL_SEED` when set, else a fresh random 32-bit seed.
+
+    Raises:
+        ValueError: naming RESUME_KILL_SEED when it is not an integer.
+    """
+    value = os.environ.get("RESUME_KILL_SEED", "").strip()
+    if not value:
+        return random.SystemRandom().randrange(2**32)
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"RESUME_KILL_SEED={value!r}: expected an integer (the seed printed by a previous run).")
+
+
+KILL_SEED = kill_seed()
+SEED_NOTE = (f"stop steps drawn with RESUME_KILL_SEED={KILL_SEED}; rerun with RESUME_KILL_SEED={KILL_SEED} "
+             "to stop at the same steps")
+
+
+@contextlib.contextmanager
+def seed_in_failures(name):
+    """Prints SEED_NOTE, and adds it to the message of any assertion failing inside (to other errors as a note)."""
+    print(f"{name}: {SEED_NOTE}")
+    try:
+        yield
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{SEED_NOTE}") from error
+    except Exception as error:
+        if hasattr(error, "add_note"):  # Python 3.11+
+            error.add_note(SEED_NOTE)
+        raise
 
 
 # ------------------------------------------------------------------ per-script data, models and commands
@@ -205,10 +244,14 @@ def progress(log_path, total):
 
 def stop_at_random_step(script, command, out, every, total, log_path, sig):
     """Starts the command, waits for the first complete checkpoint `step_{every}`, then for a random later
-    optimizer step (tqdm's count), and sends `sig`. Returns (process, target step, step seen when signalled)."""
+    optimizer step (tqdm's count), and sends `sig`. Returns (process, target step, step seen when signalled).
+
+    The target is drawn from `random.Random(f"{KILL_SEED}:{script}:{signal name}")`: the same seed gives the same
+    target for the same script and signal (string seeds are hashed with SHA-512, independent of PYTHONHASHSEED)."""
     process = start_direct(script, command(out), log_path)
     first = out / f"step_{every}"
-    target = random.Random().randint(every, max(every, total - max(4, total // 4)))
+    rng = random.Random(f"{KILL_SEED}:{script}:{signal.Signals(sig).name}")
+    target = rng.randint(every, max(every, total - max(4, total // 4)))
     deadline = time.time() + 300
     while not first.exists() or progress(log_path, total) < target:
         assert process.poll() is None, f"finished before step {target}:\n{log_path.read_text()[-3000:]}"
@@ -235,41 +278,42 @@ def compare_with_uninterrupted(expected_dir, actual_dir):
 # ------------------------------------------------------------------ tests
 @pytest.mark.parametrize("name", scripts(cheap=CHEAP))
 def test_sigkill_at_a_random_step_then_same_command_resumes_exactly(name, setup, tmp_path):
-    script, command, every, uninterrupted = setup(name)
-    total = read_results(uninterrupted)["train_steps"]
-    out = tmp_path / "out"
-    process, target, seen = stop_at_random_step(script, command, out, every, total, tmp_path / "killed.log",
-                                                signal.SIGKILL)
-    process.wait(timeout=60)
-    assert process.returncode == -signal.SIGKILL
-    assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
-    resumed = launch(script, command(out))
-    match = re.search(r"Resuming from (\S+)", resumed.stdout)
-    assert match, resumed.stdout[-3000:]
-    results = compare_with_uninterrupted(uninterrupted, out)
-    metrics = {k: v for k, v in results.items() if k.startswith("eval_")}
-    print(f"{name}: killed at step {seen}/{total} (target {target}), resumed from {match.group(1)}; "
-          f"weights bit-identical; eval metrics equal: {metrics}")
+    with seed_in_failures(name):
+        script, command, every, uninterrupted = setup(name)
+        total = read_results(uninterrupted)["train_steps"]
+        out = tmp_path / "out"
+        process, target, seen = stop_at_random_step(script, command, out, every, total, tmp_path / "killed.log",
+                                                    signal.SIGKILL)
+        process.wait(timeout=60)
+        assert process.returncode == -signal.SIGKILL
+        assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
+        resumed = launch(script, command(out))
+        match = re.search(r"Resuming from (\S+)", resumed.stdout)
+        assert match, resumed.stdout[-3000:]
+        results = compare_with_uninterrupted(uninterrupted, out)
+        metrics = {k: v for k, v in results.items() if k.startswith("eval_")}
+        print(f"{name}: killed at step {seen}/{total} (target {target}), resumed from {match.group(1)}; "
+              f"weights bit-identical; eval metrics equal: {metrics}")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SETUPS))
 def test_sigterm_checkpoints_exits_75_then_same_command_resumes_exactly(name, setup, tmp_path):
-    script, command, every, uninterrupted = setup(name)
-    total = read_results(uninterrupted)["train_steps"]
-    out = tmp_path / "out"
-    process, target, seen = stop_at_random_step(script, command, out, every, total, tmp_path / "preempted.log",
-                                                signal.SIGTERM)
-    process.wait(timeout=300)
-    log = (tmp_path / "preempted.log").read_text()
-    assert process.returncode == PREEMPTED_EXIT_CODE, log[-3000:]
-    saved = re.search(r"Preempted: saved \S*step_(\d+)", log)
-    assert saved, log[-3000:]
-    assert int(saved.group(1)) >= seen  # the step being trained when the signal came was finished and saved
-    assert (out / f"step_{saved.group(1)}" / "training_progress.json").is_file()
-    assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
-    resumed = launch(script, command(out))
-    assert f"Resuming from {out / ('step_' + saved.group(1))}" in resumed.stdout, resumed.stdout[-3000:]
-    compare_with_uninterrupted(uninterrupted, out)
-    print(f"{name}: SIGTERM at step {seen}/{total}, saved step_{saved.group(1)}, exit 75; weights bit-identical")
-
+    with seed_in_failures(name):
+        script, command, every, uninterrupted = setup(name)
+        total = read_results(uninterrupted)["train_steps"]
+        out = tmp_path / "out"
+        process, target, seen = stop_at_random_step(script, command, out, every, total, tmp_path / "preempted.log",
+                                                    signal.SIGTERM)
+        process.wait(timeout=300)
+        log = (tmp_path / "preempted.log").read_text()
+        assert process.returncode == PREEMPTED_EXIT_CODE, log[-3000:]
+        saved = re.search(r"Preempted: saved \S*step_(\d+)", log)
+        assert saved, log[-3000:]
+        assert int(saved.group(1)) >= seen  # the step being trained when the signal came was finished and saved
+        assert (out / f"step_{saved.group(1)}" / "training_progress.json").is_file()
+        assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
+        resumed = launch(script, command(out))
+        assert f"Resuming from {out / ('step_' + saved.group(1))}" in resumed.stdout, resumed.stdout[-3000:]
+        compare_with_uninterrupted(uninterrupted, out)
+        print(f"{name}: SIGTERM at step {seen}/{total}, saved step_{saved.group(1)}, exit 75; weights bit-identical")

@@ -50,6 +50,7 @@ from common.optimization import batches_per_process, build_lr_scheduler, build_o
 from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import refuse_padding_flags
 from common.saving import push_to_hub, save_model, write_all_results
+from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.throughput import count_tokens, throughput_metrics
 from common.tpu import tie_weights_on_xla
 from common.tracking import init_trackers
@@ -468,7 +469,8 @@ def load_model_and_tokenizer(args):
         (config, tokenizer, model).
 
     Raises:
-        ValueError: naming --config_overrides when a key is not in the config.
+        ValueError: naming --config_overrides when a key is not in the config (see
+            `common.tasks.config_overrides.apply_config_overrides`).
     """
     common = {"trust_remote_code": args.trust_remote_code}
     gguf = {"gguf_file": args.gguf_file} if args.gguf_file else {}
@@ -479,11 +481,8 @@ def load_model_and_tokenizer(args):
     else:
         config = CONFIG_MAPPING[args.model_type]()
         logger.warning(f"Building a new {args.model_type} config from its defaults.")
-    if args.config_overrides:
-        try:
-            config.update_from_string(args.config_overrides)
-        except ValueError as error:
-            raise ValueError(f"--config_overrides {args.config_overrides}: {error}") from error
+    # Rebuilt by the config class from the overrides (common/tasks/config_overrides.py).
+    config = apply_config_overrides(config, args.config_overrides)
 
     if args.tokenizer_name:
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_name, use_fast=not args.use_slow_tokenizer, **common)
@@ -502,8 +501,7 @@ def load_model_and_tokenizer(args):
         if args.gguf_file:
             mark_gguf_model_dense(model)
     else:
-        overridden = {item.split("=")[0].strip() for item in (args.config_overrides or "").split(",")}
-        if "vocab_size" not in overridden:
+        if "vocab_size" not in parse_config_overrides(args.config_overrides):
             config.vocab_size = len(tokenizer)
         config.bos_token_id, config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, **common)

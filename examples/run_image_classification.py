@@ -17,10 +17,8 @@ file name, or is dropped with a warning under `--skip_corrupt_images`. Preproces
 
 import argparse
 import io
-import json
 import math
 import os
-import re
 import time
 from pathlib import Path
 
@@ -48,6 +46,7 @@ from common.optimization import batches_per_process, build_lr_scheduler, build_o
 from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
 from common.sampling import refuse_padding_flags
 from common.saving import push_to_hub, save_model, write_all_results
+from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.labels import align_labels
 from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers
@@ -59,8 +58,6 @@ DEFAULT_DATA_SEED = 42
 # Modes whose alpha channel is composited onto white (as transformers' `convert_to_rgb` does).
 ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa")
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
-# Config attributes computed from others (backbone stages): rebuilt, not copied, when --config_overrides is given.
-DERIVED_CONFIG_KEYS = ("stage_names", "out_features", "out_indices", "_out_features", "_out_indices")
 
 
 def parse_args(argv=None):
@@ -459,62 +456,32 @@ def resolve_labels(args, train_dataset, eval_dataset, sources):
     return [str(v) for v in values], values
 
 
-def parse_config_overrides(text):
-    """Parses --config_overrides: comma-separated `key=value` pairs; values are read as JSON when they parse
-    (numbers, true/false, [lists]) and as strings otherwise. Commas inside [...] belong to the value.
-
-    Returns:
-        dict, e.g. "depths=[1,1],layer_type=basic,image_size=28" -> {"depths": [1, 1], "layer_type": "basic",
-        "image_size": 28}.
-
-    Raises:
-        ValueError: naming --config_overrides and the part that is not key=value.
-    """
-    overrides = {}
-    for part in re.findall(r"(?:\[[^\]]*\]|[^,])+", text or ""):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--config_overrides {text}: '{part}' is not key=value.")
-        try:
-            overrides[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key.strip()] = value.strip()
-    return overrides
-
-
 def build_config(args):
     """The model config: the checkpoint's, --config_name's, or --model_type's default, with --config_overrides
     (and, for a new model whose config has an image_size, --image_size).
 
-    The overrides go through the config class's constructor rather than `setattr`, so that attributes derived
-    from others follow them (ResNet's `stage_names`/`out_features` follow `depths`; set one by one they stay
-    stale and the saved config.json no longer loads).
+    The overrides go through the config class's constructor rather than `setattr`
+    (`common.tasks.config_overrides.apply_config_overrides`), so that attributes derived from others follow them
+    (ResNet's `stage_names`/`out_features` follow `depths`; set one by one they stay stale and the saved
+    config.json no longer loads).
 
     Raises:
         ValueError: naming --config_overrides and a key the config does not have, or when the resulting config
             cannot be saved and loaded again.
     """
-    overrides = parse_config_overrides(args.config_overrides)
     if args.config_name or args.model_name_or_path:
         config = AutoConfig.from_pretrained(
             args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
         )
-        base = config.to_dict()
     else:
-        config, base = AutoConfig.for_model(args.model_type), {}
-    unknown = [key for key in overrides if not hasattr(config, key)]
+        config = AutoConfig.for_model(args.model_type)
+    unknown = [key for key in parse_config_overrides(args.config_overrides) if not hasattr(config, key)]
     if unknown:
         raise ValueError(f"--config_overrides: {type(config).__name__} has no attribute(s) {unknown}.")
+    extra = {}
     if args.model_name_or_path is None and args.image_size is not None and hasattr(config, "image_size"):
-        overrides["image_size"] = args.image_size
-    if overrides:
-        base = {key: value for key, value in base.items() if key not in DERIVED_CONFIG_KEYS}
-        config = type(config)(**{**base, **overrides})
-    try:
-        type(config).from_dict(config.to_dict())
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"--config_overrides {args.config_overrides}: the config is not valid ({error}).") from error
-    return config
+        extra["image_size"] = args.image_size
+    return apply_config_overrides(config, args.config_overrides, extra)
 
 
 def build_image_processor(args, config):

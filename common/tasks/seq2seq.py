@@ -13,6 +13,8 @@ from accelerate.utils import DistributedType
 from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
+from .config_overrides import apply_config_overrides
+
 logger = get_logger(__name__)
 
 MODEL_TYPES = sorted(MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
@@ -100,7 +102,8 @@ def load_seq2seq_model(args, tokenizer):
     (+ --config_overrides) whose special-token ids are fitted to the tokenizer.
 
     Raises:
-        ValueError: naming the flag when the model type is not an encoder-decoder (seq2seq) one.
+        ValueError: naming the flag when the model type is not an encoder-decoder (seq2seq) one, or
+            --config_overrides when a key is not in the config (see `config_overrides.apply_config_overrides`).
     """
     if args.config_name or args.model_name_or_path:
         config = AutoConfig.from_pretrained(
@@ -122,7 +125,7 @@ def load_seq2seq_model(args, tokenizer):
         return model
     if args.config_overrides:
         logger.info(f"Overriding config: {args.config_overrides}")
-        config.update_from_string(args.config_overrides)
+        config = apply_config_overrides(config, args.config_overrides)
     fit_config_to_tokenizer(config, tokenizer)
     if getattr(config, "decoder_start_token_id", None) is None and config.model_type in PAD_STARTED_MODEL_TYPES:
         config.decoder_start_token_id = tokenizer.pad_token_id

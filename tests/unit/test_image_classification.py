@@ -14,6 +14,7 @@ from PIL import Image
 from transformers import CLIPImageProcessorPil, ConvNextImageProcessorPil, ViTConfig, ViTImageProcessorPil
 
 import run_image_classification as ric
+from common.tasks.config_overrides import parse_config_overrides
 from common.tasks.labels import align_labels
 from conftest import SHARED_DATA
 
@@ -178,13 +179,13 @@ def test_model_input_size():
 
 
 def test_parse_config_overrides():
-    parsed = ric.parse_config_overrides("hidden_sizes=[16,32],depths=[1, 1],layer_type=basic,image_size=28,x=0.5,"
-                                        "y=true")
+    parsed = parse_config_overrides("hidden_sizes=[16,32],depths=[1, 1],layer_type=basic,image_size=28,x=0.5,"
+                                    "y=true")
     assert parsed == {"hidden_sizes": [16, 32], "depths": [1, 1], "layer_type": "basic", "image_size": 28,
                       "x": 0.5, "y": True}
-    assert ric.parse_config_overrides(None) == {}
+    assert parse_config_overrides(None) == {}
     with pytest.raises(ValueError, match="--config_overrides .*'oops' is not key=value"):
-        ric.parse_config_overrides("a=1,oops")
+        parse_config_overrides("a=1,oops")
 
 
 def test_build_config_rejects_unknown_keys_and_sets_image_size():

@@ -2,6 +2,7 @@
 
 - `common.tasks.config_overrides`: `--config_overrides` parsing, and a new config built from it by the config
   class (run_clm, run_image_classification, run_translation, run_summarization).
+- `common.tasks.conll`: CoNLL column files: format detection, reading, IOB tag schemes (run_ner).
 - `common.tasks.labels`: class ids for the data's labels, agreed with a checkpoint's own `label2id`
   (run_glue, run_ner, run_image_classification).
 - `common.tasks.predictions`: prediction files, one writer per layout (class labels, CoNLL tags, SQuAD JSON,

@@ -1,4 +1,5 @@
-"""Task knowledge shared by several scripts in `examples/`, one contract per module.
+"""Task knowledge of the scripts in `examples/`, outside their training loops: what several scripts share, and
+a task's long readers and metrics that a reader adapting its script need not see. One contract per module.
 
 - `common.tasks.config_overrides`: `--config_overrides` parsing, and a new config built from it by the config
   class (run_clm, run_image_classification, run_translation, run_summarization).
@@ -9,4 +10,6 @@
   generated text).
 - `common.tasks.seq2seq`: encoder-decoder helpers of run_translation and run_summarization (tokenizer training,
   model loading fitted to the tokenizer, distributed generation).
+- `common.tasks.squad`: SQuAD reading, post-processing of start/end logits into answers, and the official
+  SQuAD v1.1 / v2.0 metrics (run_qa).
 """

@@ -12,21 +12,19 @@ import split_squad_by_article
 from accelerate import PartialState
 
 import run_qa
-from conftest import train_wordpiece_tokenizer
-from run_qa import (
+from common.tasks.squad import (
     align_answer_start,
-    check_answers,
     f1_v1,
     f1_v2,
     normalize_answer,
     postprocess_qa_predictions,
-    prepare_train_features,
-    prepare_validation_features,
     read_squad_file,
+    squad_features,
     squad_v1_metrics,
     squad_v2_metrics,
-    trim_padding,
 )
+from conftest import train_wordpiece_tokenizer
+from run_qa import check_answers, prepare_train_features, prepare_validation_features, trim_padding
 
 PartialState()  # accelerate's logger (used by the helpers) needs an initialised state
 
@@ -388,7 +386,7 @@ def test_check_answers_fixes_offsets_and_drops_unfixable_training_questions(tmp_
              "answers": {"text": ["gamma"], "answer_start": [3]}},
             {"id": "absent", "title": "", "context": "alpha beta", "question": "q",
              "answers": {"text": ["delta"], "answer_start": [0]}}]
-    dataset = datasets.Dataset.from_list(rows, features=run_qa.squad_features())
+    dataset = datasets.Dataset.from_list(rows, features=squad_features())
     with caplog.at_level(logging.WARNING):
         train = check_answers(dataset, "train", args_for(), "--train_file f.json")
     assert train["id"] == ["ok", "shifted"]
@@ -404,7 +402,7 @@ def test_unanswerable_questions_need_version_2_flag():
     import datasets
 
     rows = [{"id": "n", "title": "", "context": "alpha", "question": "q", "answers": {"text": [], "answer_start": []}}]
-    dataset = datasets.Dataset.from_list(rows, features=run_qa.squad_features())
+    dataset = datasets.Dataset.from_list(rows, features=squad_features())
     with pytest.raises(ValueError, match="--version_2_with_negative"):
         check_answers(dataset, "validation", args_for(), "--validation_file v.json")
     assert len(check_answers(dataset, "validation", args_for(version_2_with_negative=True))) == 1

@@ -242,6 +242,12 @@ def add_checkpointing_args(parser):
         default=None,
         help="Keep only the newest N checkpoints.",
     )
+    group.add_argument(
+        "--ignore_checkpoint_mismatch",
+        action="store_true",
+        help="Resume even when the checkpoint was written with other settings (model, training data, batch size, "
+        "gradient accumulation, number of processes, seed); by default such a resume is refused.",
+    )
     return group
 
 

@@ -21,7 +21,7 @@ _STATE_FILES = ("random_states_0.pkl", "optimizer.bin")
 logger = logging.getLogger(__name__)
 
 
-def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total_limit=None):
+def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total_limit=None, extra=None):
     """Saves the full training state to `output_dir/name`, atomically. Call on every process.
 
     Args:
@@ -32,6 +32,8 @@ def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total
         epoch: the (0-based) epoch being trained.
         total_limit: keep at most this many checkpoints, deleting the oldest (by completed steps)
             only after the new one is complete.
+        extra: optional JSON-serialisable dict stored in `training_progress.json` beside the position
+            (`common.run.TrainingRun` stores the run's running totals and settings there).
 
     Returns:
         Path of the checkpoint folder.
@@ -45,7 +47,7 @@ def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total
     accelerator.save_state(str(tmp))
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        progress = {"completed_steps": completed_steps, "epoch": epoch, "name": name}
+        progress = {"completed_steps": completed_steps, "epoch": epoch, "name": name, **(extra or {})}
         (tmp / PROGRESS_FILE).write_text(json.dumps(progress, indent=2))
         if final.exists():  # the same step of an earlier run in an --overwrite_output_dir
             shutil.rmtree(final)

@@ -39,6 +39,20 @@ def build_accelerator(args, **kwargs):
     return accelerator
 
 
+def setup_run(accelerator, args, logger):
+    """What every script does right after creating its `Accelerator`, on every process:
+    `check_process_group` (disconnected copies fail loudly), `setup_logging`, and `set_seed(args.seed)`
+    when `--seed` is given (before the model is built, so its new heads are initialised reproducibly).
+
+    Raises:
+        RuntimeError: see `check_process_group`.
+    """
+    check_process_group(accelerator)
+    setup_logging(accelerator, logger)
+    if args.seed is not None:
+        set_seed(args.seed)
+
+
 def check_process_group(accelerator):
     """Fails loudly when the launcher started several processes that did not join one group.
 

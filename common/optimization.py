@@ -5,6 +5,7 @@ in which `--max_train_steps`, `--num_warmup_steps` and `--checkpointing_steps` a
 """
 
 import math
+from dataclasses import dataclass
 
 import torch
 from transformers import get_scheduler
@@ -97,6 +98,41 @@ def training_steps(num_batches, gradient_accumulation_steps, num_train_epochs, m
     else:
         num_train_epochs = math.ceil(max_train_steps / num_update_steps_per_epoch)
     return num_update_steps_per_epoch, max_train_steps, num_train_epochs
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The run's step arithmetic, fixed before `accelerator.prepare` (the scheduler is sized from it).
+
+    Attributes:
+        num_batches: training micro-batches per process per epoch after `prepare` (0: no training data).
+        num_update_steps_per_epoch: optimizer steps per epoch.
+        max_train_steps: optimizer steps of the whole run.
+        num_train_epochs: epochs needed for `max_train_steps`.
+    """
+
+    num_batches: int
+    num_update_steps_per_epoch: int
+    max_train_steps: int
+    num_train_epochs: int
+
+
+def plan_training_steps(args, train_dataloader, accelerator):
+    """The `StepPlan` for `train_dataloader` (not yet prepared) on this launch's processes.
+
+    Args:
+        args: parsed flags; reads `gradient_accumulation_steps`, `num_train_epochs`, `max_train_steps`.
+        train_dataloader: the training DataLoader before `prepare`, or None (evaluation only).
+        accelerator: the run's `Accelerator` (number of processes, `split_batches`).
+
+    Returns:
+        `StepPlan`; see `batches_per_process` and `training_steps` for the arithmetic.
+    """
+    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader is not None else 0
+    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
+        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
+    )
+    return StepPlan(num_batches, num_update_steps_per_epoch, max_train_steps, num_train_epochs)
 
 
 def build_lr_scheduler(optimizer, scheduler_type, num_warmup_steps, max_train_steps, accelerator):

@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from common.checkpointing import save_checkpoint
+from .checkpointing import save_checkpoint
 
 # EX_TEMPFAIL from sysexits.h: "temporary failure, the user is invited to retry".
 PREEMPTED_EXIT_CODE = 75
@@ -51,6 +51,12 @@ def sigterm_checkpointing():
         _received["signal"] = None
 
 
+def signal_received():
+    """True when this process received SIGTERM/SIGUSR1 inside `sigterm_checkpointing()` (no communication;
+    `common.run.TrainingRun` sums it over processes in its per-step all-reduce)."""
+    return _received["signal"] is not None
+
+
 def preemption_requested(accelerator):
     """True on every process as soon as any process received SIGTERM/SIGUSR1.
 
@@ -63,19 +69,21 @@ def preemption_requested(accelerator):
     return flag.item() > 0
 
 
-def exit_preempted(accelerator, logger, args, completed_steps, epoch):
+def exit_preempted(accelerator, logger, args, completed_steps, epoch, extra=None):
     """Saves the `step_{completed_steps}` checkpoint (`common.checkpointing.save_checkpoint`, which
     honours --checkpoints_total_limit), ends the trackers and exits.
 
     Args:
         args: parsed flags; uses `output_dir` and `checkpoints_total_limit`.
         completed_steps: optimizer steps done so far; epoch: the epoch being trained (0-based).
+        extra: optional dict stored in the checkpoint's `training_progress.json` (see `save_checkpoint`).
 
     Raises:
         SystemExit: always, with code `PREEMPTED_EXIT_CODE` (75), on every process.
     """
     checkpoint = save_checkpoint(
-        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch, args.checkpoints_total_limit
+        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch, args.checkpoints_total_limit,
+        extra=extra,
     )
     logger.warning(f"Preempted: saved {checkpoint}; rerun with --resume_from_checkpoint latest to continue.")
     accelerator.end_training()

@@ -14,15 +14,14 @@ tasks, Matthews correlation for CoLA, Pearson/Spearman for regression), from sci
 
 import argparse
 import os
-import time
 
 import numpy as np
 import torch
+from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
+from accelerate.utils import ProjectConfiguration
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
-from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -32,22 +31,16 @@ from transformers import (
 )
 
 from common.args import add_common_args, validate_common_args
-from common.checkpointing import (
-    checkpoint_completed_steps,
-    resolve_checkpoint,
-    resume_position,
-    save_checkpoint,
-)
 from common.data import load_data_files, require_columns
+from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
-from common.launch import build_accelerator, setup_logging
-from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
-from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
-from common.saving import push_to_hub, save_model, write_all_results
+from common.launch import setup_run
+from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.preemption import sigterm_checkpointing
+from common.run import TrainingRun
+from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks import labels as task_labels
-from common.throughput import count_tokens, throughput_metrics
-from common.tracking import init_trackers
+from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
 
@@ -294,13 +287,16 @@ def evaluate(model, dataloader, accelerator, is_regression, task_name=None):
     return {**compute_metrics(predictions, references, is_regression, task_name), "samples": len(predictions)}
 
 
-def training_function(args):
-    accelerator = build_accelerator(args)
-    setup_logging(accelerator, logger)
+def load_model_and_tokenizer(args, is_regression, label_list):
+    """The config (labels, problem type), tokenizer and `AutoModelForSequenceClassification`.
 
-    raw_datasets = load_raw_datasets(args)
-    text_columns, label_column, is_regression, label_list = resolve_columns(args, raw_datasets)
+    Returns:
+        (model, tokenizer, label_to_id); label_to_id maps each label value of the data to its class id
+        (None for regression).
 
+    Raises:
+        ValueError: see `align_labels`.
+    """
     config = AutoConfig.from_pretrained(
         args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
     )
@@ -324,169 +320,95 @@ def training_function(args):
         ignore_mismatched_sizes=args.ignore_mismatched_sizes,
         trust_remote_code=args.trust_remote_code,
     )
+    return model, tokenizer, label_to_id
 
+
+def training_function(args):
+    """Fine-tunes `--model_name_or_path` on the data, evaluating after every epoch; saves the model,
+    `all_results.json`, `eval_history.jsonl` and (with `--test_file`) `predict_results.txt` in `--output_dir`.
+
+    Returns:
+        the `all_results.json` dict.
+    """
+    # The launch config decides devices and processes; these arguments decide accumulation, precision and
+    # trackers. `use_seedable_sampler`: an epoch's order depends on (seed, epoch) only, so resumes are exact.
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        log_with=parse_report_to(args.report_to) if args.with_tracking else None,
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+    )
+    setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
+
+    raw_datasets = load_raw_datasets(args)
+    text_columns, label_column, is_regression, label_list = resolve_columns(args, raw_datasets)
+    model, tokenizer, label_to_id = load_model_and_tokenizer(args, is_regression, label_list)
     train_dataset, eval_dataset, predict_dataset = preprocess(
         args, raw_datasets, tokenizer, text_columns, label_column, label_to_id, accelerator
     )
-
-    if args.pad_to_max_length:
-        data_collator = default_data_collator
-    else:
-        # Dynamic padding; multiples of 8 (the default under fp16/bf16) let matmuls use tensor cores.
-        data_collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=padding_multiple(args, accelerator))
-    # --group_by_length: batches of similar lengths (less padding); otherwise a plain shuffle.
-    train_sampler = build_train_sampler(args, train_dataset, accelerator)
-    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
-    # so the dropout masks after a resume are those of the uninterrupted run.
-    train_dataloader = DataLoader(
-        train_dataset,
-        shuffle=train_sampler is None,
-        sampler=train_sampler,
-        collate_fn=data_collator,
-        batch_size=args.per_device_train_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
-    ) if train_dataset is not None else None
-    eval_dataloader = DataLoader(
-        eval_dataset,
-        collate_fn=data_collator,
-        batch_size=args.per_device_eval_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
+    # Pad each batch to its longest example (to multiples of 8 under mixed precision: tensor cores), unless
+    # --pad_to_max_length padded every example at tokenisation.
+    data_collator = default_data_collator if args.pad_to_max_length else DataCollatorWithPadding(
+        tokenizer, pad_to_multiple_of=padding_multiple(args, accelerator)
     )
+    train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
+    eval_dataloader = build_eval_dataloader(args, eval_dataset, data_collator)
 
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
-    # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
-    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
-    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
-        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
-    )
+    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+    plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
-        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
 
     model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
-    if train_dataloader is not None and len(train_dataloader) != num_batches:
-        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
+    init_trackers(accelerator, "glue_no_trainer", args)  # the run's flags; logged steps = optimizer steps
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    checkpoint = run.checkpoint_to_resume()
+    if checkpoint is not None:
+        accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
+        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
 
-    # Trackers store the run's flags; the step unit of every logged value is `completed_steps`.
-    init_trackers(accelerator, "glue_no_trainer", args)
-
-    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
-    logger.info("***** Running training *****")
-    logger.info(f"  Num examples = {len(train_dataset) if train_dataset is not None else 0}")
-    logger.info(f"  Num epochs = {num_train_epochs}")
-    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
-    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
-    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
-    logger.info(f"  Total optimization steps = {max_train_steps}")
-
-    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
-    if args.resume_from_checkpoint:
-        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
-        if checkpoint is None:
-            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
-        else:
-            logger.info(f"Resuming from {checkpoint}")
-            accelerator.load_state(str(checkpoint))
-            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
-            starting_epoch, batches_to_skip = resume_position(
-                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
-            )
-
-    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
-    progress_bar.update(completed_steps)
-    num_samples = num_tokens = num_padding = 0
-    train_loss, train_micro_batches = 0.0, 0
     eval_metrics = None
-    train_start = time.perf_counter()
-
-    for epoch in range(starting_epoch, num_train_epochs):
-        if completed_steps >= max_train_steps:
-            break
+    for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # The shuffling order of an epoch depends on (seed, epoch) only; set it explicitly so that a
-        # resumed run (whose skipping DataLoader is a new object) replays the same order.
+        # A resumed run's skipping DataLoader is a new object: set the epoch on both so it replays the same order.
         train_dataloader.set_epoch(epoch)
-        if epoch == starting_epoch and batches_to_skip > 0:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
+        active_dataloader = train_dataloader
+        if epoch == run.starting_epoch and run.batches_to_skip > 0:
+            active_dataloader = accelerator.skip_first_batches(train_dataloader, run.batches_to_skip)
             active_dataloader.set_epoch(epoch)
-        else:
-            active_dataloader = train_dataloader
-        epoch_loss = torch.zeros((), device=accelerator.device)
-        epoch_micro_batches = 0
         for batch in active_dataloader:
-            tokens, padding = count_tokens(batch)
-            num_samples += batch["input_ids"].shape[0]
-            num_tokens += tokens
-            num_padding += padding
-            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step
-            # only every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
+            # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
-                outputs = model(**batch)
-                loss = outputs.loss
+                loss = model(**batch).loss
                 accelerator.backward(loss)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-            epoch_loss += loss.detach()
-            epoch_micro_batches += 1
-
+            run.record_micro_batch(batch, loss)
             if accelerator.sync_gradients:  # an optimizer step happened
-                completed_steps += 1
-                progress_bar.update(1)
-                if args.with_tracking:
-                    accelerator.log(
-                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": loss.item()}, step=completed_steps
-                    )
-                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
-                    save_checkpoint(
-                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
-                        args.checkpoints_total_limit,
-                    )
-                if preemption_requested(accelerator):  # SIGTERM: save step_N, exit 75 (common/preemption.py)
-                    exit_preempted(accelerator, logger, args, completed_steps, epoch)
-                if completed_steps >= max_train_steps:
+                run.after_optimizer_step(epoch)  # progress bar, log loss and lr, step_N, SIGTERM
+                if run.finished:
                     break
-
-        train_loss += epoch_loss.item()
-        train_micro_batches += epoch_micro_batches
         eval_metrics = evaluate(model, eval_dataloader, accelerator, is_regression, args.task_name)
-        logger.info(f"epoch {epoch}: {eval_metrics}")
-        if args.with_tracking:
-            accelerator.log(
-                {
-                    **{f"eval_{k}": v for k, v in eval_metrics.items()},
-                    "train_loss": epoch_loss.item() / max(epoch_micro_batches, 1),
-                    "epoch": epoch,
-                },
-                step=completed_steps,
-            )
-        if args.checkpointing_steps == "epoch":
-            save_checkpoint(
-                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
-            )
-    train_seconds = time.perf_counter() - train_start
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator, is_regression, args.task_name)
-        logger.info(f"evaluation: {eval_metrics}")
-
-    results = {f"eval_{k}": v for k, v in eval_metrics.items()}
-    results["train_steps"] = completed_steps
-    results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
-    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
+    results = run.results(eval_metrics)
+    run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
     if predict_dataset is not None:
         if "labels" in predict_dataset.column_names:
             predict_dataset = predict_dataset.remove_columns("labels")
-        predict_dataloader = accelerator.prepare(
-            DataLoader(predict_dataset, collate_fn=data_collator, batch_size=args.per_device_eval_batch_size)
-        )
+        predict_dataloader = accelerator.prepare(build_eval_dataloader(args, predict_dataset, data_collator))
         test_predictions, _ = predict(model, predict_dataloader, accelerator, is_regression)
         if accelerator.is_main_process:
             id2label = accelerator.unwrap_model(model).config.id2label
@@ -494,15 +416,7 @@ def training_function(args):
                 f.write("index\tprediction\n")
                 for index, value in enumerate(test_predictions):
                     f.write(f"{index}\t{value:.6g}\n" if is_regression else f"{index}\t{id2label[int(value)]}\n")
-
-    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
-        save_model(accelerator, model, args.output_dir, tokenizer)
-    write_all_results(accelerator, args.output_dir, results)
-    if accelerator.is_main_process:
-        logger.info(f"Results: {results}")
-    push_to_hub(accelerator, args)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+    run.end(results)  # all_results.json again, Hub push, end the trackers
     return results
 
 

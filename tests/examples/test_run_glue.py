@@ -68,7 +68,8 @@ def test_single_process_learns_and_writes_outputs(trained_run):
 def test_two_processes_learn_scores_every_example_and_schedule_is_exact(tmp_path, tiny_bert, classification_data):
     """2 processes, gradient accumulation 2, warmup 3, 50 validation examples (not a multiple of
     2 processes x batch 8): every example is scored once, and the learning rate logged at each
-    optimizer step follows the linear schedule exactly, ending at 0 on the last step."""
+    optimizer step is the rate that step used: step 1 uses 0 (warmup starts there), the last step
+    uses the final nonzero rate of the linear schedule."""
     out = tmp_path / "out"
     launch("run_glue.py", ["--model_name_or_path", tiny_bert, *data_args(classification_data), "--num_train_epochs",
                            "10", "--gradient_accumulation_steps", "2", "--num_warmup_steps", "3",
@@ -90,7 +91,8 @@ def test_two_processes_learn_scores_every_example_and_schedule_is_exact(tmp_path
     assert sorted(lrs) == list(range(1, max_steps + 1))
     peak, warmup = 2e-3, 3
     for step, lr in lrs.items():
-        expected = peak * step / warmup if step < warmup else peak * (max_steps - step) / (max_steps - warmup)
+        used = step - 1  # the rate of optimizer step s is the schedule after s - 1 scheduler steps
+        expected = peak * used / warmup if used < warmup else peak * (max_steps - used) / (max_steps - warmup)
         assert lr == pytest.approx(expected, rel=1e-5, abs=1e-12), step
     assert "eval_accuracy" in events.Tags()["scalars"]
 

@@ -1,0 +1,438 @@
+"""The run ceremony that every script repeats around its training loop, written once.
+
+Each script keeps the lesson in its own text -- `Accelerator(...)`, `accelerator.prepare(...)`,
+`with accelerator.accumulate(model)`, `accelerator.backward(loss)`, the optimizer and scheduler
+steps, `accelerator.sync_gradients`, `accelerator.load_state` and `accelerator.skip_first_batches`
+on resume, `accelerator.gather_for_metrics` in its `evaluate`. A `TrainingRun` carries what is the
+same in every script and would otherwise be copied seven times: the run banner, the resume position,
+the progress bar, the counters behind the logged quantities and `all_results.json`, `step_N` /
+`epoch_N` checkpoints, SIGTERM handling, and the final save.
+
+Why one small object and not free functions: the hooks share a dozen counters (completed steps, the
+running loss sums, sample counts, the learning rate of the next step, a deferred preemption); as an
+object they travel together, into the checkpoint and back, and the script's loop reads as a template:
+
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)
+    checkpoint = run.checkpoint_to_resume()
+    if checkpoint is not None:
+        accelerator.load_state(str(checkpoint))
+        run.resume_from(checkpoint)
+    for epoch in range(run.starting_epoch, run.num_train_epochs):
+        model.train()
+        train_dataloader.set_epoch(epoch)
+        active_dataloader = train_dataloader
+        if epoch == run.starting_epoch and run.batches_to_skip > 0:
+            active_dataloader = accelerator.skip_first_batches(train_dataloader, run.batches_to_skip)
+            active_dataloader.set_epoch(epoch)
+        for batch in active_dataloader:
+            with accelerator.accumulate(model):
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                optimizer.step(); lr_scheduler.step(); optimizer.zero_grad()
+            run.record_micro_batch(batch, loss)
+            if accelerator.sync_gradients:
+                run.after_optimizer_step(epoch)
+                if run.finished:
+                    break
+        run.after_epoch(epoch, evaluate(...))
+
+One definition of each run quantity (README, "Tracking and outputs"):
+- logged `loss` at step s: mean loss of the micro-batches of optimizer step s (its accumulation
+  window), averaged over processes;
+- logged `learning_rate` at step s: the rate optimizer step s used (read before the scheduler moved on);
+- `train_loss`: mean micro-batch loss over the whole run and all processes, the part before a resume
+  included (the running sums travel in the checkpoint);
+- `train_samples`: real training examples processed, without the duplicates that the distributed
+  sampler adds to give every process equal batches; `train_runtime` covers the whole run (the time
+  before a resume included), so `train_samples_per_second` is their ratio;
+- `train_tokens` / `train_padding_fraction`: non-padding tokens and the padding share of every
+  processed batch (the sampler's few end-of-epoch duplicates included: they are computed).
+"""
+
+import json
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from .checkpointing import (
+    PROGRESS_FILE,
+    checkpoint_completed_steps,
+    resolve_checkpoint,
+    resume_position,
+    save_checkpoint,
+)
+from .preemption import exit_preempted, signal_received
+from .saving import push_to_hub, save_model, write_all_results
+from .throughput import count_tokens
+
+EVAL_HISTORY_FILE = "eval_history.jsonl"
+# Settings recorded in every checkpoint; a resume with different values would silently train another run.
+RUN_SETTING_FLAGS = (
+    "model_name_or_path",
+    "config_name",
+    "dataset_name",
+    "dataset_config_name",
+    "train_file",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "seed",
+)
+
+
+def run_settings(args, accelerator):
+    """The settings that define which run a checkpoint belongs to.
+
+    Returns:
+        dict: the values of `RUN_SETTING_FLAGS` present in `args` (paths as strings) and
+        `num_processes`.
+    """
+    settings = {flag: getattr(args, flag) for flag in RUN_SETTING_FLAGS if hasattr(args, flag)}
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items()}
+    settings["num_processes"] = accelerator.num_processes
+    return settings
+
+
+def check_run_settings(checkpoint, current, ignore_mismatch=False):
+    """Refuses to resume from a checkpoint written by a run with other settings.
+
+    Args:
+        checkpoint: path of the checkpoint folder (its `training_progress.json` holds `run_settings`;
+            checkpoints written without them, e.g. by `accelerator.save_state` alone, are accepted).
+        current: `run_settings(args, accelerator)` of the command being run.
+        ignore_mismatch: `--ignore_checkpoint_mismatch`: log nothing, accept.
+
+    Returns:
+        list of "name: checkpoint value -> current value" strings (empty when they agree).
+
+    Raises:
+        ValueError: naming --resume_from_checkpoint, the checkpoint and every differing setting, unless
+            `ignore_mismatch`.
+    """
+    progress_file = Path(checkpoint) / PROGRESS_FILE
+    if not progress_file.is_file():
+        return []
+    recorded = json.loads(progress_file.read_text()).get("run_settings")
+    if not recorded:
+        return []
+    differences = [
+        f"{name}: {recorded[name]!r} -> {current[name]!r}"
+        for name in sorted(recorded)
+        if name in current and recorded[name] != current[name]
+    ]
+    if differences and not ignore_mismatch:
+        raise ValueError(
+            f"--resume_from_checkpoint: {checkpoint} was written by a run with other settings "
+            f"({'; '.join(differences)}). Resuming would not continue that run. Use the checkpoint's settings, "
+            "another --output_dir, or --ignore_checkpoint_mismatch to resume anyway."
+        )
+    return differences
+
+
+class TrainingRun:
+    """The counters and hooks of one training run (see the module docstring for the loop it serves).
+
+    Create it after `accelerator.prepare(...)`, on every process.
+
+    Args:
+        accelerator: the run's `Accelerator`.
+        args: parsed flags; reads `output_dir`, `checkpointing_steps`, `checkpoints_total_limit`,
+            `with_tracking`, `resume_from_checkpoint`, `ignore_checkpoint_mismatch`, `per_device_train_batch_size`,
+            `gradient_accumulation_steps`, `push_to_hub` (and the `RUN_SETTING_FLAGS`).
+        plan: `common.optimization.StepPlan` computed before `prepare`.
+        train_dataloader: the prepared training DataLoader, or None for an evaluation-only run.
+        optimizer: the prepared optimizer (its first parameter group's `lr` is the logged rate).
+        logger: the script's `accelerate.logging` logger.
+
+    Raises:
+        RuntimeError: when the prepared DataLoader's length differs from the one the step plan (and so the
+            learning-rate schedule) was computed for.
+    """
+
+    def __init__(self, accelerator, args, plan, train_dataloader, optimizer, logger):
+        if train_dataloader is not None and len(train_dataloader) != plan.num_batches:
+            raise RuntimeError(
+                f"Prepared DataLoader has {len(train_dataloader)} batches, the step plan expected {plan.num_batches}."
+            )
+        self.accelerator, self.args, self.plan, self.optimizer, self.logger = (
+            accelerator, args, plan, optimizer, logger
+        )
+        self.num_train_examples = len(train_dataloader.dataset) if train_dataloader is not None else 0
+        self.max_train_steps = plan.max_train_steps
+        self.num_train_epochs = plan.num_train_epochs
+        self.completed_steps = self.starting_epoch = self.batches_to_skip = 0
+        # Totals over all processes carried from before a resume (zero in a fresh run).
+        self._carried = {"samples": 0, "tokens": 0, "padding": 0, "loss_sum": 0.0, "micro_batches": 0, "runtime": 0.0}
+        # This process's counts since the start (or the resume).
+        self._tokens = self._padding = 0
+        self._loss_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+        self._micro_batches = 0
+        # The current epoch (this process), its accumulation window, and the epoch's share before a resume.
+        self._epoch_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+        self._epoch_micro_batches = self._epoch_samples = self._epoch_samples_before_resume = 0
+        self._window_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+        self._window_micro_batches = 0
+        self._samples_in_done_epochs = 0  # real samples, all processes
+        self._next_lr = optimizer.param_groups[0]["lr"]
+        self._preempt_after_epoch = False
+        self._start = time.perf_counter()
+        self.progress_bar = None
+        self._log_banner()
+
+    # ----- start and resume -----
+    def _log_banner(self):
+        args, accelerator = self.args, self.accelerator
+        total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * (
+            args.gradient_accumulation_steps
+        )
+        if self.max_train_steps == 0:
+            self.logger.info("***** Evaluation only (no training steps) *****")
+            return
+        self.logger.info("***** Running training *****")
+        self.logger.info(f"  Num examples = {self.num_train_examples}")
+        self.logger.info(f"  Num epochs = {self.num_train_epochs}")
+        self.logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
+        self.logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
+        self.logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
+        self.logger.info(f"  Total optimization steps = {self.max_train_steps}")
+
+    def checkpoint_to_resume(self):
+        """The checkpoint named by `--resume_from_checkpoint`, checked against this run's settings.
+
+        Returns:
+            Path, or None when the flag is absent or `latest` finds no checkpoint yet (logged: the run starts
+            from scratch, so a preemptible job can always be launched with one unchanged command).
+
+        Raises:
+            ValueError: see `resolve_checkpoint` and `check_run_settings`.
+        """
+        if not self.args.resume_from_checkpoint:
+            return None
+        checkpoint = resolve_checkpoint(self.args.resume_from_checkpoint, self.args.output_dir)
+        if checkpoint is None:
+            self.logger.warning(f"No checkpoint in {self.args.output_dir} yet: starting from scratch.")
+            return None
+        ignore = getattr(self.args, "ignore_checkpoint_mismatch", False)
+        differences = check_run_settings(checkpoint, run_settings(self.args, self.accelerator), ignore)
+        if differences:
+            self.logger.warning(f"Resuming {checkpoint} despite other settings: {'; '.join(differences)}")
+        return checkpoint
+
+    def resume_from(self, checkpoint):
+        """Takes the position and the running totals from `checkpoint`, after `accelerator.load_state`.
+
+        Sets `completed_steps`, `starting_epoch` and `batches_to_skip` (micro-batches of `starting_epoch`
+        to skip with `accelerator.skip_first_batches`; see `common.checkpointing.resume_position`).
+        """
+        self.logger.info(f"Resuming from {checkpoint}")
+        self.completed_steps = checkpoint_completed_steps(checkpoint, self.plan.num_update_steps_per_epoch)
+        self.starting_epoch, self.batches_to_skip = resume_position(
+            self.completed_steps, self.plan.num_update_steps_per_epoch, self.args.gradient_accumulation_steps
+        )
+        progress_file = Path(checkpoint) / PROGRESS_FILE
+        totals = json.loads(progress_file.read_text()).get("totals", {}) if progress_file.is_file() else {}
+        self._carried.update({k: totals[k] for k in self._carried if k in totals})
+        epoch_samples = totals.get("epoch_samples", 0)
+        if self.batches_to_skip > 0:  # mid-epoch: the epoch's samples so far count towards its real total
+            self._epoch_samples_before_resume = epoch_samples
+            self._carried["samples"] -= epoch_samples
+        self._next_lr = self.optimizer.param_groups[0]["lr"]  # restored with the optimizer state
+        self._start = time.perf_counter()
+
+    # ----- the loop's hooks -----
+    @property
+    def finished(self):
+        """True once `max_train_steps` optimizer steps are done."""
+        return self.completed_steps >= self.max_train_steps
+
+    def record_micro_batch(self, batch, loss):
+        """Counts one micro-batch: its samples, tokens, padding and (detached) loss. No host sync.
+
+        Args:
+            batch: the collated batch dict (`attention_mask` gives tokens; the first tensor's dim 0 the samples).
+            loss: the micro-batch's mean loss (scalar tensor), as the model returned it.
+        """
+        num_samples = next(v for v in batch.values() if torch.is_tensor(v)).shape[0]
+        tokens, padding = count_tokens(batch)
+        self._epoch_samples += num_samples
+        self._tokens += tokens
+        self._padding += padding
+        loss = loss.detach().to(torch.float64)
+        self._window_loss += loss
+        self._window_micro_batches += 1
+
+    def after_optimizer_step(self, epoch):
+        """After each optimizer step (`accelerator.sync_gradients`), on every process: advances the
+        progress bar, logs `loss` and `learning_rate` at step `completed_steps`, writes `step_N` every
+        `--checkpointing_steps`, and on SIGTERM/SIGUSR1 saves `step_N` and exits with status 75 -- after the
+        epoch's evaluation when this step ends the epoch (see `after_epoch`).
+
+        One all-reduce per step carries the window's loss and the preemption flag of every process.
+        """
+        self.completed_steps += 1
+        learning_rate, self._next_lr = self._next_lr, self.optimizer.param_groups[0]["lr"]
+        stats = torch.stack([
+            self._window_loss,
+            torch.tensor(float(self._window_micro_batches), dtype=torch.float64, device=self._window_loss.device),
+            torch.tensor(1.0 if signal_received() else 0.0, dtype=torch.float64, device=self._window_loss.device),
+        ])
+        if self.accelerator.num_processes > 1:
+            stats = self.accelerator.reduce(stats, reduction="sum")
+        window_loss_sum, window_micro_batches, preempted = stats.tolist()
+        step_loss = window_loss_sum / max(window_micro_batches, 1)
+        self._epoch_loss += self._window_loss
+        self._epoch_micro_batches += self._window_micro_batches
+        self._window_loss.zero_()
+        self._window_micro_batches = 0
+
+        if self.progress_bar is None:
+            self.progress_bar = tqdm(
+                total=self.max_train_steps, initial=self.completed_steps - 1, desc="train",
+                disable=not self.accelerator.is_local_main_process,
+            )
+        self.progress_bar.set_postfix(loss=f"{step_loss:.4g}", lr=f"{learning_rate:.3g}", refresh=False)
+        self.progress_bar.update(1)
+        if self.args.with_tracking:
+            self.accelerator.log({"loss": step_loss, "learning_rate": learning_rate}, step=self.completed_steps)
+        checkpointing_steps = self.args.checkpointing_steps
+        if isinstance(checkpointing_steps, int) and self.completed_steps % checkpointing_steps == 0:
+            self.save_checkpoint(f"step_{self.completed_steps}", epoch)
+        if preempted > 0:
+            ends_epoch = self.completed_steps % self.plan.num_update_steps_per_epoch == 0
+            if ends_epoch or self.finished:  # evaluate this epoch first; `after_epoch` exits
+                self._preempt_after_epoch = True
+            else:
+                self._exit_preempted(epoch)
+
+    def after_epoch(self, epoch, eval_metrics):
+        """After each epoch's evaluation, on every process: logs `eval_*`, the epoch's `train_loss` and
+        `epoch` at step `completed_steps`, appends them to `<output_dir>/eval_history.jsonl`, writes `epoch_N`
+        with `--checkpointing_steps epoch`, and exits (status 75, `step_N` saved) when a SIGTERM arrived on
+        the epoch's last step.
+
+        Args:
+            epoch: the 0-based epoch just trained.
+            eval_metrics: the script's `evaluate(...)` result, un-prefixed ({"accuracy": ..., "samples": ...}).
+        """
+        stats = torch.stack([
+            self._epoch_loss,
+            torch.tensor(float(self._epoch_micro_batches), dtype=torch.float64, device=self._epoch_loss.device),
+            torch.tensor(float(self._epoch_samples), dtype=torch.float64, device=self._epoch_loss.device),
+        ])
+        if self.accelerator.num_processes > 1:
+            stats = self.accelerator.reduce(stats, reduction="sum")
+        epoch_loss_sum, epoch_micro_batches, epoch_samples = stats.tolist()
+        self._samples_in_done_epochs += self._real_samples(epoch_samples)
+        self._loss_sum += self._epoch_loss
+        self._micro_batches += self._epoch_micro_batches
+        self._epoch_loss.zero_()
+        self._epoch_micro_batches = self._epoch_samples = self._epoch_samples_before_resume = 0
+
+        record = {f"eval_{k}": v for k, v in eval_metrics.items()}
+        record["train_loss"] = epoch_loss_sum / epoch_micro_batches if epoch_micro_batches else None
+        record.update({"epoch": epoch, "step": self.completed_steps})
+        self.logger.info(f"epoch {epoch}: {json.dumps(record)}")
+        if self.accelerator.is_main_process:
+            Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
+            with open(Path(self.args.output_dir) / EVAL_HISTORY_FILE, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        if self.args.with_tracking:
+            logged = {k: v for k, v in record.items() if k != "step" and v is not None}
+            self.accelerator.log(logged, step=self.completed_steps)
+        if self.args.checkpointing_steps == "epoch":
+            self.save_checkpoint(f"epoch_{epoch}", epoch)
+        if self._preempt_after_epoch:
+            self._exit_preempted(epoch)
+
+    # ----- checkpoints -----
+    def _real_samples(self, seen):
+        """Real examples among `seen` (all processes) of the current epoch: the distributed sampler pads the
+        epoch's last batches with repeats of its first examples, so an epoch holds at most the data set."""
+        seen += self._epoch_samples_before_resume
+        return int(min(seen, self.num_train_examples)) if self.num_train_examples else int(seen)
+
+    def _totals(self):
+        """Run totals over all processes (a collective: call on every process)."""
+        local = torch.stack([
+            self._loss_sum + self._epoch_loss + self._window_loss,
+            torch.tensor(float(self._micro_batches + self._epoch_micro_batches + self._window_micro_batches),
+                         dtype=torch.float64, device=self._loss_sum.device),
+            torch.tensor(float(self._epoch_samples), dtype=torch.float64, device=self._loss_sum.device),
+            torch.tensor(float(self._tokens), dtype=torch.float64, device=self._loss_sum.device),
+            torch.tensor(float(self._padding), dtype=torch.float64, device=self._loss_sum.device),
+        ])
+        if self.accelerator.num_processes > 1:
+            local = self.accelerator.reduce(local, reduction="sum")
+        loss_sum, micro_batches, epoch_samples, tokens, padding = local.tolist()
+        epoch_real = self._real_samples(epoch_samples)
+        carried = self._carried
+        return {
+            "samples": carried["samples"] + self._samples_in_done_epochs + epoch_real,
+            "epoch_samples": epoch_real,
+            "tokens": carried["tokens"] + int(tokens),
+            "padding": carried["padding"] + int(padding),
+            "loss_sum": carried["loss_sum"] + loss_sum,
+            "micro_batches": carried["micro_batches"] + int(micro_batches),
+            "runtime": carried["runtime"] + (time.perf_counter() - self._start),
+        }
+
+    def save_checkpoint(self, name, epoch):
+        """Writes checkpoint `name` (`step_N` / `epoch_N`) atomically with the run's totals and settings
+        (`common.checkpointing.save_checkpoint`). Call on every process. Returns its path."""
+        extra = {"totals": self._totals(), "run_settings": run_settings(self.args, self.accelerator)}
+        return save_checkpoint(
+            self.accelerator, self.args.output_dir, name, self.completed_steps, epoch,
+            self.args.checkpoints_total_limit, extra=extra,
+        )
+
+    def _exit_preempted(self, epoch):
+        if self.progress_bar is not None:
+            self.progress_bar.close()
+        extra = {"totals": self._totals(), "run_settings": run_settings(self.args, self.accelerator)}
+        exit_preempted(self.accelerator, self.logger, self.args, self.completed_steps, epoch, extra=extra)
+
+    # ----- the end -----
+    def results(self, eval_metrics):
+        """`all_results.json`'s content. Call on every process after the last evaluation (a collective).
+
+        Args:
+            eval_metrics: the last `evaluate(...)` result, un-prefixed; each key gets the `eval_` prefix
+                (its "samples" becomes `eval_samples`).
+
+        Returns:
+            dict: `eval_*`, `train_steps`, `train_loss` (None without training), `train_samples`,
+            `train_runtime` (s), `train_samples_per_second`, `train_tokens_per_second` and
+            `train_padding_fraction` (only when batches have an `attention_mask`).
+        """
+        if self.progress_bar is not None:
+            self.progress_bar.close()
+        totals = self._totals()
+        runtime = max(totals["runtime"], 1e-9)
+        results = {f"eval_{k}": v for k, v in eval_metrics.items()}
+        results["train_steps"] = self.completed_steps
+        results["train_loss"] = totals["loss_sum"] / totals["micro_batches"] if totals["micro_batches"] else None
+        results["train_samples"] = totals["samples"]
+        results["train_runtime"] = round(runtime, 3)
+        results["train_samples_per_second"] = round(totals["samples"] / runtime, 3)
+        if totals["tokens"] + totals["padding"] > 0:
+            results["train_tokens_per_second"] = round(totals["tokens"] / runtime, 3)
+            results["train_padding_fraction"] = round(totals["padding"] / (totals["padding"] + totals["tokens"]), 4)
+        return results
+
+    def save(self, model, tokenizer, results):
+        """Saves what must never be lost, before anything that can fail after training (predictions,
+        pushes): the model (`save_pretrained`, loadable by `from_pretrained(output_dir)`; skipped in an
+        evaluation-only run) with its tokenizer / processor, and `all_results.json`. Call on every process."""
+        if self.completed_steps > 0:
+            save_model(self.accelerator, model, self.args.output_dir, tokenizer)
+        write_all_results(self.accelerator, self.args.output_dir, results)
+
+    def end(self, results):
+        """Rewrites `all_results.json` (predictions may have added `predict_*` keys), logs the results once as
+        JSON, pushes to the Hub with `--push_to_hub`, and ends the trackers. Call on every process."""
+        write_all_results(self.accelerator, self.args.output_dir, results)
+        self.logger.info(f"Results: {json.dumps(results)}")
+        push_to_hub(self.accelerator, self.args)
+        self.accelerator.wait_for_everyone()
+        self.accelerator.end_training()

@@ -13,27 +13,22 @@ running loss sums, sample counts, the learning rate of the next step, a deferred
 object they travel together, into the checkpoint and back, and the script's loop reads as a template:
 
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)
-    checkpoint = run.checkpoint_to_resume()
-    if checkpoint is not None:
+    if (checkpoint := run.checkpoint_to_resume()) is not None:
         accelerator.load_state(str(checkpoint))
         run.resume_from(checkpoint)
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        train_dataloader.set_epoch(epoch)
-        active_dataloader = train_dataloader
-        if epoch == run.starting_epoch and run.batches_to_skip > 0:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, run.batches_to_skip)
-            active_dataloader.set_epoch(epoch)
+        skip = run.batches_to_skip if epoch == run.starting_epoch else 0
+        active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
+        active_dataloader.set_epoch(epoch)
         for batch in active_dataloader:
             with accelerator.accumulate(model):
                 loss = model(**batch).loss
                 accelerator.backward(loss)
                 optimizer.step(); lr_scheduler.step(); optimizer.zero_grad()
             run.record_micro_batch(batch, loss)
-            if accelerator.sync_gradients:
-                run.after_optimizer_step(epoch)
-                if run.finished:
-                    break
+            if accelerator.sync_gradients and run.after_optimizer_step(epoch):
+                break
         run.after_epoch(epoch, evaluate(...))
 
 One definition of each run quantity (README, "Tracking and outputs"):
@@ -269,6 +264,9 @@ class TrainingRun:
         epoch's evaluation when this step ends the epoch (see `after_epoch`).
 
         One all-reduce per step carries the window's loss and the preemption flag of every process.
+
+        Returns:
+            `self.finished`: True once `max_train_steps` optimizer steps are done (the loop then breaks).
         """
         self.completed_steps += 1
         learning_rate, self._next_lr = self._next_lr, self.optimizer.param_groups[0]["lr"]
@@ -304,6 +302,7 @@ class TrainingRun:
                 self._preempt_after_epoch = True
             else:
                 self._exit_preempted(epoch)
+        return self.finished
 
     def after_epoch(self, epoch, eval_metrics):
         """After each epoch's evaluation, on every process: logs `eval_*`, the epoch's `train_loss` and

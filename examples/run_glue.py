@@ -369,20 +369,18 @@ def training_function(args):
     )
     init_trackers(accelerator, "glue_no_trainer", args)  # the run's flags; logged steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
-    checkpoint = run.checkpoint_to_resume()
-    if checkpoint is not None:
+    if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
         run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
 
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # A resumed run's skipping DataLoader is a new object: set the epoch on both so it replays the same order.
-        train_dataloader.set_epoch(epoch)
-        active_dataloader = train_dataloader
-        if epoch == run.starting_epoch and run.batches_to_skip > 0:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, run.batches_to_skip)
-            active_dataloader.set_epoch(epoch)
+        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
+        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        skip = run.batches_to_skip if epoch == run.starting_epoch else 0
+        active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
+        active_dataloader.set_epoch(epoch)
         for batch in active_dataloader:
             # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
@@ -393,10 +391,9 @@ def training_function(args):
                 lr_scheduler.step()
                 optimizer.zero_grad()
             run.record_micro_batch(batch, loss)
-            if accelerator.sync_gradients:  # an optimizer step happened
-                run.after_optimizer_step(epoch)  # progress bar, log loss and lr, step_N, SIGTERM
-                if run.finished:
-                    break
+            # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
+            if accelerator.sync_gradients and run.after_optimizer_step(epoch):
+                break
         eval_metrics = evaluate(model, eval_dataloader, accelerator, is_regression, args.task_name)
         run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 

@@ -7,7 +7,7 @@ reports, from the run's all_results.json and the process' resource usage:
 - train samples/s and non-padding tokens/s (train_runtime covers the epoch loop, evaluation after
   each epoch included, in run_glue and in the Trainer peer alike), and the padding fraction;
 - achieved model GFLOP/s = 6 x N x non-padding tokens/s (Kaplan et al. 2020; N = non-embedding
-  parameters, see common/flops.py) and MFU = that / the best 2048 x 2048 matmul FLOP/s that this
+  parameters, see benchmarks/flops.py) and MFU = that / the best 2048 x 2048 matmul FLOP/s that this
   script measures at the start, in the precision of the run (fp32, or bf16 under
   --mixed_precision bf16), with all the threads the run uses;
 - peak resident memory (the largest process of the run, from wait4's ru_maxrss);
@@ -50,9 +50,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))  # flops.py beside this file, however bench.py is started
 
-from common.flops import matmul_peak_flops, model_flops_utilization, non_embedding_parameters  # noqa: E402
+from flops import matmul_peak_flops, model_flops_utilization, non_embedding_parameters  # noqa: E402
 
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")

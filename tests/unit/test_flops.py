@@ -1,15 +1,20 @@
-"""Unit tests of common/flops.py (6ND training FLOPs, MFU) and of --optim in build_optimizer."""
+"""Unit tests of benchmarks/flops.py (6ND training FLOPs, MFU) and of --optim in build_optimizer."""
+
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from common.flops import (
+from common.optimization import build_optimizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # flops.py is a benchmarks/ module
+from flops import (  # noqa: E402
     matmul_peak_flops,
     model_flops_utilization,
     non_embedding_parameters,
     training_flops,
 )
-from common.optimization import build_optimizer
 
 
 class TinyNet(torch.nn.Module):

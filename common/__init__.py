@@ -5,10 +5,21 @@ One module per concern, a few plain functions each:
 - `common.args`: argparse groups with the transformers examples' flag names, and their validation.
 - `common.launch`: `Accelerator` construction, logging set-up, process-group sanity check.
 - `common.data`: loading local CSV/TSV/JSON/JSON Lines/text files into a `DatasetDict` with clear errors.
+- `common.dataloaders`: the training, evaluation and prediction DataLoaders, built the same way everywhere.
+- `common.sampling`: length-grouped sampling (`--group_by_length`), padding multiples, padding-flag checks.
 - `common.optimization`: AdamW with no-decay groups, step arithmetic, the learning-rate scheduler.
+- `common.fast_dropout`: `--fast_dropout`, cheaper dropout masks on CPU.
 - `common.checkpointing`: atomic `step_N`/`epoch_N` checkpoints, `latest`, exact resume arithmetic.
+- `common.preemption`: SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75.
+- `common.run`: `TrainingRun`, the run ceremony around each script's training loop.
 - `common.tracking`: tracker config sanitising and `init_trackers`.
 - `common.throughput`: samples/s, non-padding tokens/s, padding fraction.
 - `common.saving`: output-dir protection, final model save, `all_results.json`.
 - `common.tpu`: re-tying tied weights after `prepare` on XLA.
+- `common.metrics`: the project's metrics as 🤗 evaluate modules, loaded by path (`load_metric`).
+- `common.tasks`: task knowledge outside the training loops, one module per piece (label alignment,
+  prediction files, `--config_overrides`, CoNLL, SQuAD, seq2seq); its docstring lists them.
+
+Imports inside the package are relative (`from .checkpointing import ...`), so a renamed copy of it works
+(tests/unit/test_common_package.py).
 """

@@ -9,7 +9,7 @@ both values. (`"red red"` vs `"red"` in test_qa.py gives 2/3 either way: min(2, 
 
 import pytest
 
-from run_qa import f1_v1, f1_v2, squad_v1_metrics, squad_v2_metrics
+from common.tasks.squad import f1_v1, f1_v2, squad_v1_metrics, squad_v2_metrics
 
 # (prediction, gold, multiset F1, what a set count would give)
 CASES = [

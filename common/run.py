@@ -203,10 +203,12 @@ class TrainingRun:
             ValueError: see `resolve_checkpoint` and `check_run_settings`.
         """
         if not self.args.resume_from_checkpoint:
+            self._trim_eval_history(0)  # a fresh run (e.g. --overwrite_output_dir) starts a fresh history
             return None
         checkpoint = resolve_checkpoint(self.args.resume_from_checkpoint, self.args.output_dir)
         if checkpoint is None:
             self.logger.warning(f"No checkpoint in {self.args.output_dir} yet: starting from scratch.")
+            self._trim_eval_history(0)
             return None
         ignore = getattr(self.args, "ignore_checkpoint_mismatch", False)
         differences = check_run_settings(checkpoint, run_settings(self.args, self.accelerator), ignore)
@@ -233,7 +235,19 @@ class TrainingRun:
             self._epoch_samples_before_resume = epoch_samples
             self._carried["samples"] -= epoch_samples
         self._next_lr = self.optimizer.param_groups[0]["lr"]  # restored with the optimizer state
+        self._trim_eval_history(self.completed_steps)
         self._start = time.perf_counter()
+
+    def _trim_eval_history(self, completed_steps):
+        """Keeps the `eval_history.jsonl` records of evaluations at or before `completed_steps` (those after
+        it belong to the part of an interrupted run that the resume repeats). Main process only."""
+        path = Path(self.args.output_dir) / EVAL_HISTORY_FILE
+        if not self.accelerator.is_main_process or not path.is_file():
+            return
+        lines = path.read_text().splitlines()
+        kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= completed_steps]
+        if len(kept) != len(lines):
+            path.write_text("".join(line + "\n" for line in kept))
 
     # ----- the loop's hooks -----
     @property

@@ -1,0 +1,229 @@
+"""Unit tests of common/run.py (`TrainingRun`) on one CPU process, driven the way a script's loop drives
+it, with hand-made losses and batches whose logged values are computed by hand. A recording tracker (an
+`accelerate.tracking.GeneralTracker`, a sink for `accelerator.log`) captures what is logged.
+End-to-end (1 and 2 processes, gradient accumulation, resume): tests/examples/test_run_quantities.py."""
+
+import json
+import logging
+import os
+import signal
+from types import SimpleNamespace
+
+import pytest
+import torch
+from accelerate import Accelerator
+from accelerate.state import AcceleratorState
+from accelerate.tracking import GeneralTracker
+
+from common.checkpointing import PROGRESS_FILE
+from common.optimization import StepPlan
+from common.preemption import PREEMPTED_EXIT_CODE, sigterm_checkpointing
+from common.run import EVAL_HISTORY_FILE, TrainingRun, check_run_settings, run_settings
+
+
+class RecordingTracker(GeneralTracker):
+    name = "recording"
+    requires_logging_directory = False
+
+    def __init__(self):
+        super().__init__()
+        self.logged = []
+
+    @property
+    def tracker(self):
+        return self
+
+    def store_init_configuration(self, values):
+        pass
+
+    def log(self, values, step=None, **kwargs):
+        self.logged.append((step, dict(values)))
+
+
+@pytest.fixture
+def tracker():
+    AcceleratorState._reset_state(True)
+    yield RecordingTracker()
+    AcceleratorState._reset_state(True)
+
+
+def make_args(tmp_path, **overrides):
+    values = dict(
+        output_dir=str(tmp_path), checkpointing_steps=None, checkpoints_total_limit=None, with_tracking=True,
+        resume_from_checkpoint=None, per_device_train_batch_size=2, gradient_accumulation_steps=2, seed=1,
+        model_name_or_path="tiny", train_file="train.csv", push_to_hub=False,
+    )
+    values.update(overrides)
+    return SimpleNamespace(**values)
+
+
+def make_run(tmp_path, tracker, plan, num_examples, lrs, **overrides):
+    """A TrainingRun on one process over a dataset of `num_examples` rows; the optimizer's learning rate
+    follows `lrs` (one value per optimizer step, set by the returned `step_scheduler`)."""
+    accelerator = Accelerator(cpu=True, log_with=[tracker], gradient_accumulation_steps=2)
+    accelerator.init_trackers("test")
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lrs[0])
+    model, optimizer = accelerator.prepare(model, optimizer)
+    dataloader = type("Loader", (), {"dataset": list(range(num_examples)), "__len__": lambda self: plan.num_batches})()
+    run = TrainingRun(accelerator, make_args(tmp_path, **overrides), plan, dataloader, optimizer,
+                      logging.getLogger("test"))
+
+    def step_scheduler(step):  # what lr_scheduler.step() does after optimizer step `step` (1-based)
+        optimizer.param_groups[0]["lr"] = lrs[min(step, len(lrs) - 1)]
+
+    return run, step_scheduler
+
+
+def batch(num_samples, real_tokens, length):
+    """A batch of `num_samples` rows of `length` positions, `real_tokens` of them real in every row."""
+    mask = torch.zeros(num_samples, length, dtype=torch.long)
+    mask[:, :real_tokens] = 1
+    return {"input_ids": torch.zeros(num_samples, length, dtype=torch.long), "attention_mask": mask}
+
+
+def test_logged_loss_is_the_window_mean_and_lr_the_rate_each_step_used(tmp_path, tracker):
+    # 5 micro-batches per epoch, accumulation 2 -> windows of 2, 2, 1 micro-batches: 3 optimizer steps.
+    plan = StepPlan(num_batches=5, num_update_steps_per_epoch=3, max_train_steps=3, num_train_epochs=1)
+    run, step_scheduler = make_run(tmp_path, tracker, plan, num_examples=9, lrs=[0.0, 0.1, 0.05, 0.0])
+    losses = [1.0, 3.0, 2.0, 4.0, 10.0]
+    sizes = [2, 2, 2, 2, 1]  # 9 examples
+    ends_window = [False, True, False, True, True]
+    for i, (loss, size) in enumerate(zip(losses, sizes)):
+        run.record_micro_batch(batch(size, real_tokens=3, length=4), torch.tensor(loss))
+        if ends_window[i]:  # as in a script: lr_scheduler.step() inside `accumulate`, then the hook
+            step_scheduler(run.completed_steps + 1)
+            finished = run.after_optimizer_step(epoch=0)
+    assert finished and run.finished
+    run.after_epoch(0, {"accuracy": 0.5, "samples": 9})
+    steps = [(step, values) for step, values in tracker.logged if "loss" in values]
+    assert [step for step, _ in steps] == [1, 2, 3]
+    assert [values["loss"] for _, values in steps] == [2.0, 3.0, 10.0]  # (1+3)/2, (2+4)/2, 10/1
+    # The rate each step used: the value before the scheduler moved on (warmup starts at 0).
+    assert [values["learning_rate"] for _, values in steps] == [0.0, 0.1, 0.05]
+    epoch_log = [values for step, values in tracker.logged if "eval_accuracy" in values]
+    assert epoch_log == [{"eval_accuracy": 0.5, "eval_samples": 9, "train_loss": 4.0, "epoch": 0}]  # 20 / 5
+    history = [json.loads(line) for line in (tmp_path / EVAL_HISTORY_FILE).read_text().splitlines()]
+    assert history == [{"eval_accuracy": 0.5, "eval_samples": 9, "train_loss": 4.0, "epoch": 0, "step": 3}]
+
+    results = run.results({"accuracy": 0.5, "samples": 9})
+    assert results["eval_accuracy"] == 0.5 and results["eval_samples"] == 9
+    assert results["train_steps"] == 3
+    assert results["train_loss"] == pytest.approx(4.0)  # mean over the 5 micro-batches, not over steps (5.0)
+    assert results["train_samples"] == 9
+    # 9 rows x 3 real tokens of 4 positions.
+    assert results["train_padding_fraction"] == 0.25
+    runtime = results["train_runtime"]  # seconds, rounded to 1 ms
+    assert results["train_tokens_per_second"] * runtime == pytest.approx(27, rel=0.0006 / runtime + 1e-3)
+
+
+def test_train_samples_leave_out_the_samplers_repeats(tmp_path, tracker):
+    """Two epochs whose batches hold 12 rows for a 10-example data set (the distributed sampler repeats the
+    first examples to even out processes): 10 real samples per epoch."""
+    plan = StepPlan(num_batches=3, num_update_steps_per_epoch=2, max_train_steps=4, num_train_epochs=2)
+    run, _ = make_run(tmp_path, tracker, plan, num_examples=10, lrs=[0.1])
+    for epoch in range(2):
+        for i in range(3):
+            run.record_micro_batch({"pixel_values": torch.zeros(4, 3)}, torch.tensor(1.0))
+            if i in (1, 2):
+                run.after_optimizer_step(epoch)
+        run.after_epoch(epoch, {"accuracy": 1.0})
+    results = run.results({"accuracy": 1.0})
+    assert results["train_samples"] == 20
+    assert "train_padding_fraction" not in results and "train_tokens_per_second" not in results  # no tokens
+
+
+def test_totals_travel_in_the_checkpoint_and_a_resume_reports_the_whole_run(tmp_path, tracker):
+    plan = StepPlan(num_batches=4, num_update_steps_per_epoch=2, max_train_steps=4, num_train_epochs=2)
+    losses = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+
+    def train(run, start):
+        for index in range(start, 8):
+            epoch = index // 4
+            run.record_micro_batch(batch(3, real_tokens=2, length=2), torch.tensor(losses[index]))
+            if index % 2 == 1:
+                run.after_optimizer_step(epoch)
+            if index % 4 == 3:
+                run.after_epoch(epoch, {"accuracy": float(epoch)})
+        return run.results({"accuracy": 1.0})
+
+    full, _ = make_run(tmp_path / "full", tracker, plan, num_examples=12, lrs=[0.1], checkpointing_steps=3)
+    full_results = train(full, 0)
+    checkpoint = tmp_path / "full" / "step_3"  # 3 steps = 6 micro-batches, 1 step into epoch 1
+    progress = json.loads((checkpoint / PROGRESS_FILE).read_text())
+    assert progress["totals"]["samples"] == 18 and progress["totals"]["epoch_samples"] == 6
+    assert progress["totals"]["loss_sum"] == sum(losses[:6]) and progress["totals"]["micro_batches"] == 6
+    assert progress["run_settings"]["num_processes"] == 1
+
+    AcceleratorState._reset_state(True)
+    resumed, _ = make_run(tmp_path / "full", RecordingTracker(), plan, num_examples=12, lrs=[0.1],
+                          resume_from_checkpoint="step_3")
+    resumed.resume_from(resumed.checkpoint_to_resume())
+    assert (resumed.completed_steps, resumed.starting_epoch, resumed.batches_to_skip) == (3, 1, 2)
+    resumed_results = train(resumed, 6)
+    for key in ("train_steps", "train_loss", "train_samples", "train_padding_fraction"):
+        assert resumed_results[key] == full_results[key], key
+    assert full_results["train_samples"] == 24 and full_results["train_loss"] == 4.5
+    # The resumed run's runtime includes the time recorded before the interruption.
+    assert resumed_results["train_runtime"] >= progress["totals"]["runtime"]
+    # The history holds each epoch once: epoch 0 from before the interruption, epoch 1 from the resume.
+    history = [json.loads(line) for line in (tmp_path / "full" / EVAL_HISTORY_FILE).read_text().splitlines()]
+    assert [(r["epoch"], r["step"]) for r in history] == [(0, 2), (1, 4)]
+
+
+def test_sigterm_on_an_epochs_last_step_evaluates_that_epoch_before_exiting(tmp_path, tracker):
+    plan = StepPlan(num_batches=2, num_update_steps_per_epoch=2, max_train_steps=6, num_train_epochs=3)
+    run, _ = make_run(tmp_path, tracker, plan, num_examples=4, lrs=[0.1])
+    with sigterm_checkpointing():
+        run.record_micro_batch(batch(2, 2, 2), torch.tensor(1.0))
+        run.after_optimizer_step(epoch=0)
+        run.record_micro_batch(batch(2, 2, 2), torch.tensor(1.0))
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert run.after_optimizer_step(epoch=0) is False  # the epoch's last step: no exit yet
+        with pytest.raises(SystemExit) as exit_info:
+            run.after_epoch(0, {"accuracy": 0.75})
+    assert exit_info.value.code == PREEMPTED_EXIT_CODE
+    history = [json.loads(line) for line in (tmp_path / EVAL_HISTORY_FILE).read_text().splitlines()]
+    assert history[0]["eval_accuracy"] == 0.75 and history[0]["step"] == 2
+    assert json.loads((tmp_path / "step_2" / PROGRESS_FILE).read_text())["completed_steps"] == 2
+
+
+def test_sigterm_mid_epoch_exits_at_once_with_a_step_checkpoint(tmp_path, tracker):
+    plan = StepPlan(num_batches=4, num_update_steps_per_epoch=4, max_train_steps=4, num_train_epochs=1)
+    run, _ = make_run(tmp_path, tracker, plan, num_examples=8, lrs=[0.1], gradient_accumulation_steps=1)
+    with sigterm_checkpointing():
+        run.record_micro_batch(batch(2, 2, 2), torch.tensor(1.0))
+        os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(SystemExit) as exit_info:
+            run.after_optimizer_step(epoch=0)
+    assert exit_info.value.code == PREEMPTED_EXIT_CODE
+    assert (tmp_path / "step_1" / PROGRESS_FILE).is_file()
+    assert not (tmp_path / EVAL_HISTORY_FILE).exists()
+
+
+def test_a_resume_with_other_settings_is_refused_naming_them(tmp_path):
+    checkpoint = tmp_path / "step_10"
+    checkpoint.mkdir()
+    recorded = {"model_name_or_path": "m", "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
+                "num_processes": 1, "seed": 42, "train_file": "a.csv"}
+    (checkpoint / PROGRESS_FILE).write_text(json.dumps({"completed_steps": 10, "run_settings": recorded}))
+    assert check_run_settings(checkpoint, dict(recorded)) == []
+    current = {**recorded, "num_processes": 2, "seed": 43}
+    with pytest.raises(ValueError) as error:
+        check_run_settings(checkpoint, current)
+    message = str(error.value)
+    assert "--resume_from_checkpoint" in message and "num_processes: 1 -> 2" in message
+    assert "seed: 42 -> 43" in message and "--ignore_checkpoint_mismatch" in message
+    assert check_run_settings(checkpoint, current, ignore_mismatch=True) == ["num_processes: 1 -> 2",
+                                                                             "seed: 42 -> 43"]
+    # A checkpoint written by accelerator.save_state alone (no settings recorded) is accepted.
+    (checkpoint / PROGRESS_FILE).write_text(json.dumps({"completed_steps": 10}))
+    assert check_run_settings(checkpoint, current) == []
+
+
+def test_run_settings_names_the_processes_and_the_flags(tmp_path):
+    AcceleratorState._reset_state(True)
+    settings = run_settings(make_args(tmp_path), Accelerator(cpu=True))
+    assert settings == {"model_name_or_path": "tiny", "train_file": "train.csv", "per_device_train_batch_size": 2,
+                        "gradient_accumulation_steps": 2, "seed": 1, "num_processes": 1}
+    AcceleratorState._reset_state(True)

@@ -7,7 +7,7 @@ export SHARED_DATA_DIR
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: install test test-unit test-examples test-all lint demo bench
+.PHONY: install test test-unit test-examples test-all lint demo bench mutation
 
 install:
 	$(PYTHON) -m pip install -r requirements.txt
@@ -40,3 +40,8 @@ demo:
 
 bench:
 	$(PYTHON) benchmarks/bench.py
+
+# Mutation testing (mutmut) of the step arithmetic and the metric definitions against the unit tests, one
+# worker, in .mutation/ (see docs/mutation.md; the targets are listed at the top of tools/mutation.py).
+mutation:
+	$(PYTHON) tools/mutation.py $(MUTATION_FLAGS)

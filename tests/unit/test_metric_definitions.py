@@ -1,0 +1,100 @@
+"""Metric definitions the scripts report, on hand-made inputs with hand-computed values: GLUE
+(`run_glue.compute_metrics`), ROUGE (`run_summarization.compute_rouge`, `split_sentences`) and image
+classification accuracy (`run_image_classification.compute_metrics`). Each case is chosen so that a plausible
+slip (a dropped stemmer, rougeL for rougeLsum, F1 on a 3-class task, Pearson for Spearman) changes the value
+(issue 21, `make mutation`)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import run_glue
+import run_image_classification
+import run_summarization
+
+
+# ------------------------------------------------------------------------------------------------ GLUE
+def test_glue_binary_accuracy_and_f1_of_class_1():
+    # TP = 2 (0, 3), FP = 1 (2), FN = 1 (4), TN = 1 (1): accuracy 3/5; P = R = 2/3, F1 = 2/3.
+    predictions, references = np.array([1, 0, 1, 1, 0]), np.array([1, 0, 0, 1, 1])
+    metrics = run_glue.compute_metrics(predictions, references, is_regression=False, task_name="mrpc")
+    assert metrics == {"accuracy": pytest.approx(0.6), "f1": pytest.approx(2 / 3)}
+    assert all(type(v) is float for v in metrics.values())
+    # Own data (no task name): the same definitions. F1 is that of class 1, not class 0 (whose P = 1/2, R = 1/2).
+    assert run_glue.compute_metrics(predictions, references, is_regression=False) == metrics
+
+
+def test_glue_f1_only_when_at_most_two_classes_and_not_for_mnli():
+    # 3 classes: accuracy 3/4 only.
+    assert run_glue.compute_metrics(np.array([0, 1, 2, 2]), np.array([0, 1, 1, 2]), False, "sst2") == {
+        "accuracy": 0.75}
+    # The third class only among the predictions still makes 3 classes.
+    assert run_glue.compute_metrics(np.array([0, 1, 2]), np.array([0, 1, 1]), False) == {
+        "accuracy": pytest.approx(2 / 3)}
+    # MNLI reports accuracy only, even on a batch holding two of its three classes.
+    assert run_glue.compute_metrics(np.array([0, 1, 1]), np.array([0, 1, 0]), False, "mnli") == {
+        "accuracy": pytest.approx(2 / 3)}
+    # A single class: F1 of class 1 is 0 when class 1 never occurs (zero_division=0), not an error.
+    assert run_glue.compute_metrics(np.array([0, 0]), np.array([0, 0]), False, "qqp") == {"accuracy": 1.0, "f1": 0.0}
+
+
+def test_glue_cola_matthews_correlation():
+    # TP = 1, FP = 1, TN = 2, FN = 0: MCC = (1*2 - 1*0) / sqrt((1+1)(1+0)(2+1)(2+0)) = 2 / sqrt(12).
+    metrics = run_glue.compute_metrics(np.array([1, 1, 0, 0]), np.array([1, 0, 0, 0]), False, "cola")
+    assert metrics == {"matthews_correlation": pytest.approx(2 / math.sqrt(12))}
+
+
+def test_glue_regression_pearson_and_spearman():
+    # x = 1, 2, 3, 10 (mean 4), y = 1, 2, 3, 4 (mean 2.5): sum dx dy = 4.5 + 1 - 0.5 + 9 = 14, sum dx^2 = 50,
+    # sum dy^2 = 5: Pearson r = 14 / sqrt(250); same ranks: Spearman rho = 1.
+    predictions, references = np.array([1.0, 2.0, 3.0, 10.0]), np.array([1.0, 2.0, 3.0, 4.0])
+    metrics = run_glue.compute_metrics(predictions, references, is_regression=True, task_name="stsb")
+    assert metrics == {"pearson": pytest.approx(14 / math.sqrt(250)), "spearmanr": pytest.approx(1.0)}
+    assert all(type(v) is float for v in metrics.values())
+
+
+# ------------------------------------------------------------------------------------------------ ROUGE
+def test_split_sentences_after_end_punctuation_and_white_space():
+    assert run_summarization.split_sentences("  One. Two!  Three? four 3.5 five.\n") == [
+        "One.", "Two!", "Three?", "four 3.5 five."]
+    assert run_summarization.split_sentences("") == []
+
+
+def test_rouge_hand_computed():
+    # prediction [the, cat, sat] vs reference [the, cat, sat, on, the, mat]:
+    # rouge1: 3 shared, P = 1, R = 1/2, F = 2/3; rouge2: 2 of the reference's 5 bigrams, P = 1, R = 2/5,
+    # F = 4/7; rougeL: LCS 3 -> 2/3; rougeLsum (one sentence each): 2/3.
+    assert run_summarization.compute_rouge(["the cat sat"], ["the cat sat on the mat"]) == {
+        "rouge1": pytest.approx(200 / 3), "rouge2": pytest.approx(400 / 7), "rougeL": pytest.approx(200 / 3),
+        "rougeLsum": pytest.approx(200 / 3)}
+
+
+def test_rouge_lsum_is_summary_level_and_rouge_l_is_not():
+    # Sentences swapped: reference "alpha beta gamma. delta epsilon zeta." vs "delta epsilon zeta. alpha beta gamma."
+    # rouge1 = 1; rouge2: 4 of 5 bigrams shared (not "gamma delta") -> 0.8; rougeL: one sequence, LCS 3 of 6 -> 0.5;
+    # rougeLsum: each reference sentence is matched by a predicted sentence (union LCS 3 + 3 of 6) -> 1.
+    scores = run_summarization.compute_rouge(["delta epsilon zeta. alpha beta gamma."],
+                                             ["alpha beta gamma. delta epsilon zeta."])
+    assert scores == {"rouge1": pytest.approx(100.0), "rouge2": pytest.approx(80.0), "rougeL": pytest.approx(50.0),
+                      "rougeLsum": pytest.approx(100.0)}
+
+
+def test_rouge_uses_porter_stemming_and_averages_over_examples():
+    # "cats running" vs "cat runs": stemmed both are [cat, run] -> every score 1 (without stemming: 0).
+    # Averaged with an example sharing nothing (0): 50 each.
+    assert run_summarization.compute_rouge(["cats running", "blue"], ["cat runs", "red"]) == {
+        "rouge1": 50.0, "rouge2": 50.0, "rougeL": 50.0, "rougeLsum": 50.0}
+
+
+def test_rouge_refuses_unequal_or_empty_lists():
+    with pytest.raises(ValueError, match=r"^2 predictions for 1 references\.$"):
+        run_summarization.compute_rouge(["a", "b"], ["a"])
+    with pytest.raises(ValueError, match=r"^0 predictions for 0 references\.$"):
+        run_summarization.compute_rouge([], [])
+
+
+# ------------------------------------------------------------------------------------------------ images
+def test_image_classification_accuracy():
+    metrics = run_image_classification.compute_metrics(np.array([0, 1, 2, 2]), np.array([0, 1, 1, 2]))
+    assert metrics == {"accuracy": 0.75} and type(metrics["accuracy"]) is float

@@ -1,0 +1,366 @@
+"""`make mutation`: mutation testing (mutmut 3) of the code whose arithmetic is this repository's promise.
+
+Each target below is a source file, the functions of it to mutate, and the unit tests that check them. The run
+plants one small bug at a time (a changed operator, constant, comparison or argument: a *mutant*) in those
+functions and runs the tests that execute them; a mutant no test catches *survived*. See docs/mutation.md for
+how to read the results, the last run's numbers and the list of surviving mutants with their explanations.
+
+    python tools/mutation.py                     # every target, one worker (the default)
+    python tools/mutation.py --only squad        # targets whose file path contains "squad" (repeatable)
+
+It works on a copy, never on the checkout: `.mutation/` (git-ignored, rebuilt on every run) holds `src/` (the
+`common` package and the example scripts as top-level modules, the names the tests import them by), `tests/`
+and mutmut's own `mutants/` folder. Afterwards `cd .mutation && python -m mutmut show <mutant name>` prints a
+mutant's diff, and `python -m mutmut browse` browses them all.
+
+Exit status: 0 when every surviving mutant is named in docs/mutation.md (explained or killed since), 1 otherwise
+(the unexplained ones are listed), 2 when a target names a file, function or test file that does not exist.
+"""
+
+import argparse
+import datetime
+import fnmatch
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORKSPACE = REPO / ".mutation"
+DOC = REPO / "docs" / "mutation.md"
+
+# ------------------------------------------------------------------------------------------------ the targets
+# (source file or glob, functions to mutate, unit test files or globs).
+# Functions are fnmatch patterns on a top-level function name or "Class.method"; () mutates every function of
+# the file. When a function moves (e.g. a metric into common/tasks/ or common/metrics/), move its entry here.
+TARGETS = [
+    # step plan and scheduler sizing
+    ("common/optimization.py", (),
+     ["tests/unit/test_optimization.py", "tests/unit/test_optimization_norms_and_split_batches.py"]),
+    # resume position and checkpoint rotation
+    ("common/checkpointing.py", (), ["tests/unit/test_checkpointing.py"]),
+    # length-grouped sampling and the padding it saves
+    ("common/sampling.py",
+     ("length_grouped_indices", "LengthGroupedSampler.*", "build_train_sampler", "padding_fraction",
+      "padding_multiple"),
+     ["tests/unit/test_sampling.py"]),
+    # --fast_dropout
+    ("common/fast_dropout.py", (), ["tests/unit/test_fast_dropout.py", "tests/unit/test_fast_dropout_attention.py"]),
+    # metric definitions
+    ("examples/run_glue.py", ("compute_metrics",), ["tests/unit/test_metric_definitions.py"]),
+    ("examples/run_ner.py", ("compute_metrics",), ["tests/unit/test_ner.py"]),
+    ("common/tasks/squad.py",
+     ("normalize_answer", "exact_match_v1", "f1_v1", "exact_match_v2", "f1_v2", "squad_v1_metrics",
+      "find_best_thresh", "squad_v2_metrics", "compute_squad_metrics"),
+     ["tests/unit/test_qa.py", "tests/unit/test_squad_f1_multiset.py"]),
+    ("examples/run_translation.py", ("compute_metrics",), ["tests/unit/test_translation.py"]),
+    ("examples/run_summarization.py", ("split_sentences", "compute_rouge"), ["tests/unit/test_metric_definitions.py"]),
+    ("examples/run_clm.py", ("token_losses", "perplexity_from_sums"), ["tests/unit/test_clm.py"]),
+    ("examples/run_image_classification.py", ("compute_metrics",), ["tests/unit/test_metric_definitions.py"]),
+    # the evaluate metric modules (common/metrics/<name>/<name>.py), when they exist
+    ("common/metrics/*/*.py", (), ["tests/unit/test_metric*.py"]),
+]
+
+# Tests and the modules they import run under these settings: one thread (others share the cores), CPU only
+# (forked test processes must not touch CUDA), offline.
+RUN_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+           "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+PRAGMA = "# pragma: no mutate block"
+
+# Appended to the workspace's tests/conftest.py. `evaluate.load(<folder>)` imports a metric module from a
+# copy in its cache under another module name, where mutmut's trampolines (which dispatch on the module name)
+# would never switch a mutant on; this makes it import the module of the (mutated) `common` package instead.
+EVALUATE_SHIM = '''
+# Written by tools/mutation.py (workspace only): evaluate metric modules are imported from the `common`
+# package, under their package name, so that mutmut can switch their mutants on.
+import importlib
+import os
+
+try:
+    import evaluate.loading as _evaluate_loading
+except ImportError:  # evaluate not installed: nothing to redirect
+    _evaluate_loading = None
+
+if _evaluate_loading is not None:
+    _original_import_main_class = _evaluate_loading.import_main_class
+
+    def _import_main_class_from_common(module_path):
+        parts = module_path.split(".")
+        if parts[:2] == ["evaluate_modules", "metrics"] and len(parts) >= 4:
+            import common.metrics
+
+            name = parts[-1]
+            if os.path.isfile(os.path.join(common.metrics.METRICS_DIR, name, name + ".py")):
+                module = importlib.import_module(f"common.metrics.{name}.{name}")
+                for obj in vars(module).values():
+                    if isinstance(obj, type) and issubclass(obj, _evaluate_loading.EvaluationModule) and (
+                            obj.__module__ == module.__name__):
+                        return obj
+        return _original_import_main_class(module_path)
+
+    _evaluate_loading.import_main_class = _import_main_class_from_common
+'''
+
+
+class TargetError(Exception):
+    """A TARGETS entry names a file, function or test file that does not exist."""
+
+
+def expand_targets(targets, only=None):
+    """Resolves TARGETS against the checkout.
+
+    Args:
+        targets: entries (file or glob, function patterns, test files or globs), paths relative to the repo.
+        only: keep the entries whose file path contains one of these substrings (None or empty: all).
+
+    Returns:
+        list of dicts {"file": relative path, "functions": patterns, "tests": relative test paths}, one per file.
+
+    Raises:
+        TargetError: naming the entry whose explicit file or test file is missing, or whose test glob matches
+            nothing while its file glob matches a file. A file glob matching nothing is skipped (metric modules
+            that do not exist yet).
+    """
+    resolved = []
+    for pattern, functions, tests in targets:
+        files = sorted(glob.glob(pattern, root_dir=REPO)) if glob.has_magic(pattern) else [pattern]
+        files = [f for f in files if not glob.has_magic(pattern) or f.endswith(".py")]
+        if only:
+            files = [f for f in files if any(text in f for text in only)]
+        if not files:
+            continue
+        for file in files:
+            if not (REPO / file).is_file():
+                raise TargetError(f"tools/mutation.py TARGETS: {file} does not exist (moved? update its entry).")
+        test_files = []
+        for test in tests:
+            matches = sorted(glob.glob(test, root_dir=REPO)) if glob.has_magic(test) else [test]
+            matches = [m for m in matches if (REPO / m).is_file()]
+            if not matches:
+                raise TargetError(f"tools/mutation.py TARGETS: the tests of {pattern}, {test}, do not exist.")
+            test_files += matches
+        resolved += [{"file": f, "functions": tuple(functions), "tests": test_files} for f in files]
+    return resolved
+
+
+def workspace_path(file):
+    """Where a repository file lives in the workspace: common/x.py -> src/common/x.py, examples/run_x.py ->
+    src/run_x.py (the scripts are imported as top-level modules: `import run_qa`)."""
+    path = Path(file)
+    if path.parts[0] == "examples":
+        return Path("src", *path.parts[1:])
+    return Path("src") / path
+
+
+def module_name(file):
+    """The module name mutmut gives a workspace file (its mutant names start with it): src/common/x.py ->
+    common.x, src/run_qa.py -> run_qa."""
+    return ".".join(workspace_path(file).with_suffix("").parts[1:])
+
+
+def mark_functions_not_to_mutate(source, patterns, where):
+    """Adds `# pragma: no mutate block` to the header line of every top-level function and method of
+    `source` whose name ("name" or "Class.method") matches none of `patterns` (line numbers are kept).
+
+    Returns:
+        the new source.
+
+    Raises:
+        TargetError: naming `where` and each pattern that matches no function.
+    """
+    import libcst as cst
+
+    module = cst.parse_module(source)
+    matched = set()
+
+    def keep(name):
+        hits = {p for p in patterns if fnmatch.fnmatchcase(name, p)}
+        matched.update(hits)
+        return bool(hits)
+
+    def excluded(function):
+        if not isinstance(function.body, cst.IndentedBlock):
+            return function  # a one-line def: nothing worth a mutant
+        header = function.body.header
+        comment = f"{header.comment.value}  {PRAGMA}" if header.comment else PRAGMA
+        new_header = header.with_changes(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(comment))
+        return function.with_changes(body=function.body.with_changes(header=new_header))
+
+    body = []
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef) and not keep(statement.name.value):
+            statement = excluded(statement)
+        elif isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+            members = [excluded(m) if isinstance(m, cst.FunctionDef) and not keep(f"{statement.name.value}."
+                                                                               f"{m.name.value}") else m
+                       for m in statement.body.body]
+            statement = statement.with_changes(body=statement.body.with_changes(body=members))
+        body.append(statement)
+    unmatched = [p for p in patterns if p not in matched]
+    if unmatched:
+        raise TargetError(f"tools/mutation.py TARGETS: {where} has no function matching {unmatched} "
+                          "(moved? update its entry).")
+    return module.with_changes(body=body).code
+
+
+def build_workspace(targets):
+    """(Re)creates WORKSPACE: src/ (common + the scripts), tests/, pyproject.toml with the mutmut settings,
+    the evaluate redirection, and mutants/examples -> src so that conftest's EXAMPLES path imports the mutated
+    scripts."""
+    if WORKSPACE.exists():
+        shutil.rmtree(WORKSPACE)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+    shutil.copytree(REPO / "common", WORKSPACE / "src" / "common", ignore=ignore)
+    for script in sorted((REPO / "examples").glob("*.py")):
+        shutil.copy2(script, WORKSPACE / "src" / script.name)
+    shutil.copytree(REPO / "tests", WORKSPACE / "tests", ignore=ignore)
+    for target in targets:
+        if target["functions"]:
+            path = WORKSPACE / workspace_path(target["file"])
+            path.write_text(mark_functions_not_to_mutate(path.read_text(), target["functions"], target["file"]))
+    conftest = WORKSPACE / "tests" / "conftest.py"
+    conftest.write_text(conftest.read_text() + EVALUATE_SHIM)
+    tests = sorted({t for target in targets for t in target["tests"]})
+    settings = {
+        "source_paths": ["src"],
+        "only_mutate": sorted({str(workspace_path(t["file"])) for t in targets}),
+        "pytest_add_cli_args_test_selection": tests,
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-p", "no:randomly"],
+        "use_git_change_detection": False,  # the workspace lies inside the checkout's git repository
+        "debug": False,
+    }
+    mutmut_section = "\n[tool.mutmut]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items())
+    pyproject = (REPO / "pyproject.toml").read_text()
+    (WORKSPACE / "pyproject.toml").write_text(pyproject + mutmut_section)
+    (WORKSPACE / "mutants").mkdir()
+    os.symlink("src", WORKSPACE / "mutants" / "examples")
+    return tests
+
+
+def read_results(targets):
+    """Per target: {status: count} and the surviving mutants' names, from mutmut's `mutants/**/*.meta` files.
+
+    Statuses are mutmut's (`mutmut.stats.status_by_exit_code`): killed, survived, timeout, no tests,
+    suspicious, segfault, not checked, ...
+    """
+    from mutmut.stats import status_by_exit_code
+
+    results = []
+    for target in targets:
+        meta = WORKSPACE / "mutants" / (str(workspace_path(target["file"])) + ".meta")
+        exit_codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
+        counts, survivors = {}, []
+        for name, code in sorted(exit_codes.items()):
+            status = status_by_exit_code[code]
+            counts[status] = counts.get(status, 0) + 1
+            if status in ("survived", "no tests", "suspicious"):
+                survivors.append((name, status))
+        results.append({**target, "counts": counts, "survivors": survivors})
+    return results
+
+
+def mutant_diff(name, file):
+    """The mutant's diff against the original function (what `mutmut show <name>` prints), computed in this
+    process; the current directory must be WORKSPACE (mutmut reads its settings and files from there)."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    return get_diff_for_mutant(name, path=workspace_path(file))
+
+
+def report(results, seconds, date, documented):
+    """Text report: a table of counts per target, then each mutant that was not killed, with its diff and
+    whether docs/mutation.md names it."""
+    statuses = ("killed", "survived", "timeout", "no tests", "suspicious", "segfault")
+    lines = [f"mutmut {mutmut_version()}, run on {date}, {seconds / 60:.1f} min wall (one worker)", "",
+             "| target | functions | mutants | " + " | ".join(statuses) + " |",
+             "|---|---|---|" + "---|" * len(statuses)]
+    totals = dict.fromkeys(("mutants",) + statuses, 0)
+    for r in results:
+        n = sum(r["counts"].values())
+        totals["mutants"] += n
+        cells = []
+        for s in statuses:
+            totals[s] += r["counts"].get(s, 0)
+            cells.append(str(r["counts"].get(s, 0)))
+        functions = ", ".join(r["functions"]) or "all"
+        lines.append(f"| {r['file']} | {functions} | {n} | " + " | ".join(cells) + " |")
+    lines.append("| **total** | | " + " | ".join(str(totals[k]) for k in ("mutants",) + statuses) + " |")
+    unexplained = []
+    for r in results:
+        for name, status in r["survivors"]:
+            known = name in documented
+            if not known:
+                unexplained.append(name)
+            lines += ["", f"## {name}: {status}{'' if known else ' (not in docs/mutation.md)'}", "```diff",
+                      mutant_diff(name, r["file"]), "```"]
+    return "\n".join(lines), totals, unexplained
+
+
+def mutmut_version():
+    from importlib.metadata import version
+
+    return version("mutmut")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", action="append",
+                        help="run only the targets whose file path contains this text (repeatable)")
+    parser.add_argument("--max-children", type=int, default=1,
+                        help="parallel mutant workers (default 1: the machine's cores are shared)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="do not run: report the last run's results again (e.g. after editing docs/mutation.md)")
+    args = parser.parse_args(argv)
+    try:
+        targets = expand_targets(TARGETS, args.only)
+        if not targets:
+            raise TargetError(f"--only {' '.join(args.only)}: no target's file path contains it.")
+        if args.report_only:
+            last = json.loads((WORKSPACE / "summary.json").read_text())
+            targets = [t for t in targets if t["file"] in last["files"]]
+        else:
+            tests = build_workspace(targets)
+    except TargetError as error:
+        print(error, file=sys.stderr)
+        return 2
+    except FileNotFoundError:
+        print(f"--report-only: no previous run in {WORKSPACE}.", file=sys.stderr)
+        return 2
+    date = datetime.date.today().isoformat()
+    if args.report_only:
+        seconds, date = last["wall_seconds"], last["date"]
+    else:
+        print(f"{len(targets)} target files, {len(tests)} test files; workspace {WORKSPACE}", flush=True)
+        start = time.time()
+        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children)],
+                             cwd=WORKSPACE, env={**os.environ, **RUN_ENV})
+        seconds = time.time() - start
+        if run.returncode != 0:
+            print(f"mutmut run failed with exit status {run.returncode} (see its output above).", file=sys.stderr)
+            return run.returncode
+    documented = DOC.read_text() if DOC.exists() else ""
+    os.chdir(WORKSPACE)  # mutmut reads its settings and files from the current directory
+    text, totals, unexplained = report(read_results(targets), seconds, date, documented)
+    (WORKSPACE / "report.md").write_text(text + "\n")
+    if not args.report_only:
+        (WORKSPACE / "summary.json").write_text(json.dumps(
+            {"date": date, "wall_seconds": round(seconds), **totals,
+             "files": [t["file"] for t in targets]}, indent=1))
+    print(text)
+    print(f"\nReport: {WORKSPACE / 'report.md'}")
+    if unexplained:
+        print(f"{len(unexplained)} surviving mutant(s) not named in docs/mutation.md: kill each with a test or "
+              f"explain why it is equivalent there: {', '.join(unexplained)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

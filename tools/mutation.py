@@ -40,16 +40,20 @@ DOC = REPO / "docs" / "mutation.md"
 TARGETS = [
     # step plan and scheduler sizing
     ("common/optimization.py", (),
-     ["tests/unit/test_optimization.py", "tests/unit/test_optimization_norms_and_split_batches.py"]),
+     ["tests/unit/test_optimization.py", "tests/unit/test_optimization_norms_and_split_batches.py",
+      "tests/unit/test_optimization_plan_and_options.py"]),
     # resume position and checkpoint rotation
-    ("common/checkpointing.py", (), ["tests/unit/test_checkpointing.py"]),
+    ("common/checkpointing.py", (),
+     ["tests/unit/test_checkpointing.py", "tests/unit/test_checkpoint_progress_and_rotation.py"]),
     # length-grouped sampling and the padding it saves
     ("common/sampling.py",
      ("length_grouped_indices", "LengthGroupedSampler.*", "build_train_sampler", "padding_fraction",
       "padding_multiple"),
-     ["tests/unit/test_sampling.py"]),
+     ["tests/unit/test_sampling.py", "tests/unit/test_length_grouping_edges.py"]),
     # --fast_dropout
-    ("common/fast_dropout.py", (), ["tests/unit/test_fast_dropout.py", "tests/unit/test_fast_dropout_attention.py"]),
+    ("common/fast_dropout.py", (),
+     ["tests/unit/test_fast_dropout.py", "tests/unit/test_fast_dropout_attention.py",
+      "tests/unit/test_fast_dropout_contract.py"]),
     # metric definitions
     ("examples/run_glue.py", ("compute_metrics",), ["tests/unit/test_metric_definitions.py"]),
     ("examples/run_ner.py", ("compute_metrics",), ["tests/unit/test_ner.py"]),

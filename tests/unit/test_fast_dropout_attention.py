@@ -13,7 +13,7 @@ from transformers import BertConfig, BertModel, LlamaConfig, LlamaModel
 
 from common.fast_dropout import enable_fast_dropout
 
-P = 0.5  # attention-probability dropout: kept probabilities are scaled by 1 / (1 - P) = 2
+P = 0.25  # attention-probability dropout (not fast_dropout's default 0.5): kept probabilities are scaled by 4/3
 
 
 def attention_dropout_only_model(name):
@@ -47,7 +47,7 @@ def test_attention_probabilities_are_dropped_with_p_and_rescaled(name):
         repeated = model(input_ids=input_ids, output_attentions=True)
 
     # Layer 0 sees the same input in both modes (no embedding dropout), so its training-mode attention
-    # probabilities are the evaluation ones times mask / (1 - p): each either 0 or exactly twice the eval value.
+    # probabilities are the evaluation ones times mask / (1 - p): each either 0 or exactly 4/3 of the eval value.
     train_probs, eval_probs = first.attentions[0], evaluation.attentions[0]
     assert train_probs.shape == eval_probs.shape == (4, 4, 16, 16)
     torch.testing.assert_close(eval_probs.sum(dim=-1), torch.ones(4, 4, 16))  # softmax rows (Llama: causal)

@@ -6,11 +6,14 @@ script can add its own task flags to the same group. Boolean switches are `store
 non-empty string, "False" included, into True, so it is never used here.
 
 `validate_common_args(args)` checks what argparse cannot (flag combinations, file extensions,
-the state of `--output_dir`) and raises `ValueError` with a message that names the flag.
+the state of `--output_dir`, Hub access for `--push_to_hub`) and raises `ValueError` with a message that
+names the flag: everything that can be known before the first training step is checked then, so that no
+run trains for hours and fails at its end.
 """
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
 from transformers import SchedulerType
@@ -299,9 +302,9 @@ def validate_common_args(args):
 
     - a data source is given: `--dataset_name` or `--train_file`/`--validation_file`;
     - data files exist, are not empty, and have an extension in `args.file_extensions`;
-    - `--push_to_hub` needs `--hub_model_id` or is given a name derived from `--output_dir`;
-    - `--output_dir` that already holds a model, results or checkpoints is refused unless
-      `--overwrite_output_dir` or `--resume_from_checkpoint` is given.
+    - `--push_to_hub`: see `check_push_to_hub` (Hub access known before any data is loaded);
+    - `--output_dir`: see `check_output_dir` (not a file, creatable and writable, no earlier run's
+      results unless `--overwrite_output_dir` or `--resume_from_checkpoint`).
 
     Raises:
         ValueError: naming the flag (and file) and what was expected.
@@ -333,8 +336,7 @@ def validate_common_args(args):
         check_model_source(flag, getattr(args, flag, None))
     if getattr(args, "with_tracking", False):
         parse_report_to(args.report_to)
-    if getattr(args, "push_to_hub", False) and args.hub_model_id is None:
-        args.hub_model_id = Path(args.output_dir).name
+    check_push_to_hub(args)
     check_output_dir(args)
 
 
@@ -351,30 +353,126 @@ def check_model_source(flag, value):
         return
     if value.startswith(("/", ".", "~")) or value.count("/") > 1:
         raise ValueError(f"--{flag} {value}: no such local folder.")
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+    if hub_offline():
         raise ValueError(
             f"--{flag} {value}: not a local folder, and the Hugging Face Hub is unreachable in offline mode "
             "(HF_HUB_OFFLINE=1). Pass the path of a downloaded model folder, or unset HF_HUB_OFFLINE."
         )
 
 
-def check_output_dir(args):
-    """Refuses to write into an --output_dir that already holds a model, results or checkpoints,
-    unless `--overwrite_output_dir` (start again, files are overwritten) or
-    `--resume_from_checkpoint` (continue that run) is given.
+def hub_offline():
+    """True when the Hugging Face Hub is switched off for this process (`HF_HUB_OFFLINE` set to 1/true/yes/on,
+    the values huggingface_hub accepts)."""
+    return os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def check_push_to_hub(args):
+    """Checks, before any data is loaded, that `--push_to_hub` can push at the end of the run.
+
+    Without this check a run trains to the end, saves, and only then fails to push. With `--push_to_hub`:
+    `--hub_model_id` defaults to the name of `--output_dir`; the Hub must not be switched off
+    (`HF_HUB_OFFLINE`); a token must be known (`--hub_token`, else `huggingface_hub.get_token()`: `HF_TOKEN` or
+    the `hf auth login` file). On the first process (`RANK` 0 or unset) the token is then shown to the Hub
+    (`HfApi.whoami`, one request) and `check_hub_write_access` checks its role and namespace.
 
     Raises:
-        ValueError: naming --output_dir and what was found there.
+        ValueError: naming --push_to_hub (and --hub_token / --hub_model_id) and what is missing.
+    """
+    if not getattr(args, "push_to_hub", False):
+        return
+    if args.hub_model_id is None:
+        args.hub_model_id = Path(args.output_dir).resolve().name
+    if hub_offline():
+        raise ValueError(
+            "--push_to_hub: the Hugging Face Hub is switched off in this process (HF_HUB_OFFLINE=1), so the model "
+            "could not be pushed at the end of the run. Unset HF_HUB_OFFLINE, or drop --push_to_hub and upload "
+            "--output_dir later (`hf upload`)."
+        )
+    import huggingface_hub
+
+    token = args.hub_token or huggingface_hub.get_token()
+    if not token:
+        raise ValueError(
+            "--push_to_hub: no Hugging Face token found (no --hub_token, no HF_TOKEN variable, no `hf auth login`). "
+            "Log in with `hf auth login` or set HF_TOKEN to a token with write access, or drop --push_to_hub."
+        )
+    if int(os.environ.get("RANK", "0")) != 0:
+        return  # one request per run: the first process checks, and its failure stops the launch
+    try:
+        info = huggingface_hub.HfApi(token=token).whoami()
+    except Exception as error:  # HTTP 401 for a bad token, connection errors when the Hub cannot be reached
+        raise ValueError(
+            f"--push_to_hub: the Hub did not accept the token{' of --hub_token' if args.hub_token else ''} "
+            f"({type(error).__name__}: {error}). Check the token and the network, or drop --push_to_hub."
+        ) from error
+    check_hub_write_access(info, args.hub_model_id)
+
+
+def check_hub_write_access(whoami, repo_id):
+    """Checks that a token can create and write `repo_id`, from the Hub's `whoami` answer.
+
+    Args:
+        whoami: the dict `huggingface_hub.HfApi.whoami()` returns: "name" (the user), "orgs" (list of
+            {"name": ...}) and "auth": {"accessToken": {"role": "read" | "write" | "fineGrained"}}.
+        repo_id: `--hub_model_id`, "name" or "namespace/name".
+
+    Raises:
+        ValueError: naming --push_to_hub when the token is read-only, or --hub_model_id when its namespace
+            is neither the token's user nor one of its organisations. Fine-grained tokens pass (their
+            per-repository permissions are only known when the push is tried).
+    """
+    role = (whoami.get("auth") or {}).get("accessToken", {}).get("role")
+    if role == "read":
+        raise ValueError(
+            f"--push_to_hub: the token of user {whoami.get('name')!r} is read-only; pushing needs a token with write "
+            "access (https://huggingface.co/settings/tokens)."
+        )
+    if "/" in repo_id:
+        namespace = repo_id.split("/")[0]
+        allowed = [whoami.get("name")] + [org.get("name") for org in whoami.get("orgs") or []]
+        if namespace not in allowed:
+            raise ValueError(
+                f"--hub_model_id {repo_id}: the token's user {whoami.get('name')!r} cannot create repositories in "
+                f"namespace {namespace!r} (its user and organisations: {allowed})."
+            )
+
+
+def check_output_dir(args):
+    """Checks `--output_dir` before anything is loaded, and creates it.
+
+    - A path that exists and is not a folder (a file) is refused: the final save would fail after training.
+    - A folder that already holds a model, results or checkpoints is refused unless `--overwrite_output_dir`
+      (start again there; the earlier run's checkpoints, results and tracker runs are removed when the run
+      starts, see `common.launch.remove_previous_run`) or `--resume_from_checkpoint` (continue that run).
+    - The folder is created (with its parents) and a file is written and removed in it, so a folder that
+      cannot be created or written fails now rather than at the first checkpoint or the final save (and
+      prediction files, written after training, always find their folder).
+
+    Raises:
+        ValueError: naming --output_dir and what was found there, or why it cannot be written.
     """
     output_dir = Path(args.output_dir)
-    if not output_dir.is_dir() or args.overwrite_output_dir or args.resume_from_checkpoint:
-        return
-    found = [name for name in _OUTPUT_MARKERS if (output_dir / name).exists()]
-    found += sorted(p.name for p in output_dir.iterdir() if p.is_dir() and p.name.startswith(("step_", "epoch_")))
-    if found:
-        shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+    if output_dir.exists() and not output_dir.is_dir():
         raise ValueError(
-            f"--output_dir {output_dir} already holds results of an earlier run ({shown}). Pass "
-            "--overwrite_output_dir to start again there, --resume_from_checkpoint latest to continue that run, "
-            "or choose another --output_dir."
+            f"--output_dir {output_dir}: this is a file, not a folder; the model, checkpoints and results are "
+            "written into a folder. Choose another --output_dir."
         )
+    if output_dir.is_dir() and not args.overwrite_output_dir and not args.resume_from_checkpoint:
+        found = [name for name in _OUTPUT_MARKERS if (output_dir / name).exists()]
+        found += sorted(p.name for p in output_dir.iterdir() if p.is_dir() and p.name.startswith(("step_", "epoch_")))
+        if found:
+            shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+            raise ValueError(
+                f"--output_dir {output_dir} already holds results of an earlier run ({shown}). Pass "
+                "--overwrite_output_dir to start again there, --resume_from_checkpoint latest to continue that run, "
+                "or choose another --output_dir."
+            )
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=output_dir, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"--output_dir {output_dir}: cannot be created or written ({type(error).__name__}: "
+            f"{error.strerror or error}); the model, checkpoints and results go there. Choose a writable folder."
+        ) from error

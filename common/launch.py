@@ -1,11 +1,16 @@
-"""`Accelerator` construction, logging set-up and a check that the processes form one group."""
+"""`Accelerator` construction, logging set-up, a check that the processes form one group, and the removal of
+an earlier run's state from an `--output_dir` that `--overwrite_output_dir` reuses."""
 
 import logging
 import os
+import re
+import shutil
+from pathlib import Path
 
 import datasets
 import transformers
 from accelerate import Accelerator, DataLoaderConfiguration
+from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration, set_seed
 
 from .tracking import parse_report_to
@@ -89,3 +94,86 @@ def setup_logging(accelerator, logger):
         datasets.utils.logging.set_verbosity_error()
         transformers.utils.logging.set_verbosity_error()
     logger.info(accelerator.state, main_process_only=False)
+
+
+# What a run leaves in --output_dir that a reader (or `--resume_from_checkpoint latest`) would take as the current
+# run's: checkpoints, half-written checkpoints, results, evaluation history, prediction files, tracker runs.
+_PREVIOUS_RUN_FOLDER = re.compile(r"^(step_\d+|epoch_\d+|\.tmp-.*|wandb|\.aim)$")
+_PREVIOUS_RUN_FILES = (
+    "all_results.json",
+    "eval_history.jsonl",
+    "predict_results.txt",  # run_glue, run_ner
+    "predictions.json",  # run_qa (validation), and its predict_ variants below
+    "nbest_predictions.json",
+    "null_odds.json",
+    "predict_predictions.json",
+    "predict_nbest_predictions.json",
+    "predict_null_odds.json",
+    "generated_predictions.txt",  # run_translation, run_summarization
+    "predict_generated_predictions.txt",
+)
+_TENSORBOARD_EVENTS = "events.out.tfevents.*"
+
+
+def previous_run_entries(output_dir):
+    """The entries of `output_dir` that belong to an earlier run and would be taken as the current run's.
+
+    Checkpoints (`step_N/`, `epoch_N/`), half-written checkpoints (`.tmp-*`), `all_results.json`,
+    `eval_history.jsonl`, the prediction files the scripts write (`predict_results.txt`, `predictions.json`,
+    `generated_predictions.txt`, ... and their `predict_` variants), and tracker runs: `wandb/`, Aim's `.aim/`,
+    and every top-level folder holding TensorBoard event files (`<project_name>/`), or such files themselves.
+    The model, tokenizer and anything else are not listed: the new run's final save replaces them.
+
+    Args:
+        output_dir: str or Path; a missing folder has no entries.
+
+    Returns:
+        sorted list of Path (files and folders directly inside `output_dir`).
+    """
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    entries = []
+    for entry in output_dir.iterdir():
+        if entry.is_dir():
+            if _PREVIOUS_RUN_FOLDER.match(entry.name) or next(entry.rglob(_TENSORBOARD_EVENTS), None) is not None:
+                entries.append(entry)
+        elif entry.name in _PREVIOUS_RUN_FILES or entry.match(_TENSORBOARD_EVENTS):
+            entries.append(entry)
+    return sorted(entries)
+
+
+def remove_previous_run(accelerator, args, logger=None):
+    """With `--overwrite_output_dir` (and no `--resume_from_checkpoint`), removes the earlier run's
+    checkpoints, results, prediction files and tracker runs from `--output_dir` (`previous_run_entries`), so
+    that neither `--resume_from_checkpoint latest` nor a reader takes them as this run's; logs one line naming
+    what was removed. Call on every process (two `wait_for_everyone`); the main process removes.
+
+    Called by `common.tracking.init_trackers`, the last step before training in every script: after the data,
+    the model and the flags have passed their checks (a bad input leaves the earlier run untouched) and before
+    this run writes anything there (trackers, checkpoints). Files written earlier by this run (a tokenizer
+    trained by run_translation / run_summarization) are not on the list.
+
+    Args:
+        logger: an `accelerate.logging` logger (default: this module's); the line is logged on the main process.
+
+    Returns:
+        list of the names removed (the same on every process; empty when nothing was removed).
+    """
+    if not getattr(args, "overwrite_output_dir", False) or getattr(args, "resume_from_checkpoint", None):
+        return []
+    entries = previous_run_entries(args.output_dir)
+    accelerator.wait_for_everyone()  # every process has listed them before any is removed
+    if accelerator.is_main_process:
+        for entry in entries:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    accelerator.wait_for_everyone()
+    names = [entry.name for entry in entries]
+    if names:
+        (logger or get_logger(__name__)).info(
+            f"--overwrite_output_dir: removed the earlier run's {', '.join(names)} from {args.output_dir}."
+        )
+    return names

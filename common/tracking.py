@@ -1,4 +1,5 @@
-"""Experiment trackers through Accelerate: flag checking, config sanitising, `init_trackers`."""
+"""Experiment trackers through Accelerate: flag checking, config sanitising, `init_trackers`, and
+`log_final_metrics` (the run's final metrics in TensorBoard's HParams view and in the wandb run summary)."""
 
 import enum
 import os
@@ -69,16 +70,86 @@ def sanitize_config(config):
 
 
 def init_trackers(accelerator, project_name, args):
-    """Starts the trackers on the main process when `--with_tracking` is given; a no-op otherwise.
+    """Starts this run's outputs: with `--overwrite_output_dir`, first removes the earlier run's checkpoints,
+    results, prediction files and tracker runs (`common.launch.remove_previous_run`, every process, logged);
+    then starts the trackers on the main process when `--with_tracking` is given.
 
-    TensorBoard writes to `<output_dir>/<project_name>/`; wandb writes under `<output_dir>/wandb/`
-    (set `WANDB_MODE=offline` to run without an account).
+    Every script calls it once, after its data, model and flags passed their checks and before the first
+    step, so a bad input leaves an earlier run untouched. TensorBoard writes to `<output_dir>/<project_name>/`;
+    wandb writes under `<output_dir>/wandb/` (set `WANDB_MODE=offline` to run without an account).
     """
+    from .launch import remove_previous_run  # common.launch imports this module
+
+    remove_previous_run(accelerator, args)
     if not args.with_tracking:
         return
     os.makedirs(args.output_dir, exist_ok=True)
-    accelerator.init_trackers(
-        project_name,
-        config=sanitize_config(vars(args)),
-        init_kwargs={"wandb": {"dir": args.output_dir}},
-    )
+    config = sanitize_config(vars(args))
+    # No `config=` for accelerate: its TensorBoardTracker would store it with `add_hparams(config, metric_dict={})`,
+    # an HParams experiment in a side folder that declares no metric, so the HParams view would never show the
+    # run's results. `start_tensorboard_session` records the flags in the run's own folder instead, and
+    # `log_final_metrics` adds the experiment with its metrics at the end.
+    accelerator.init_trackers(project_name, init_kwargs={"wandb": {"dir": args.output_dir}})
+    for tracker in accelerator.trackers:  # empty on every process but the main one
+        if tracker.name == "tensorboard":
+            start_tensorboard_session(tracker.writer, config)
+        else:
+            tracker.store_init_configuration(config)  # wandb: the run's config
+
+
+def start_tensorboard_session(writer, config):
+    """Records `config` as the hyper-parameters of the TensorBoard run that `writer` writes: an HParams session
+    start (`SummaryWriter.add_hparams`' session-start summary) in the run's own folder, so that the run's
+    scalars are the session's metrics in the HParams view, and `hparams.yml` beside it (as accelerate does).
+
+    Args:
+        writer: the run's `torch.utils.tensorboard.SummaryWriter` (accelerate's TensorBoard tracker `.writer`).
+        config: `sanitize_config(...)` output (values int, float, str or bool).
+    """
+    import yaml
+    from torch.utils.tensorboard.summary import hparams
+
+    _, session_start, _ = hparams(config, {})
+    writer.file_writer.add_summary(session_start)
+    writer.flush()
+    with open(os.path.join(writer.log_dir, "hparams.yml"), "w") as f:
+        yaml.safe_dump(config, f)
+
+
+def log_final_metrics(accelerator, args, results, step):
+    """Records the run's final metrics in the trackers, once, after the last evaluation and before
+    `accelerator.end_training()`; a no-op without `--with_tracking` and on processes other than the main one.
+
+    - TensorBoard: scalars `final/<key>` at `step`, then the HParams experiment (the run's flags as
+      hyper-parameters, the `final/<key>` tags as metrics) and the session's end (status success): the HParams
+      view shows the run's flags next to its final metrics (the per-epoch `eval_*` curves stay as they are).
+    - wandb: the run summary gets `<key>` for every result (the summary shows the last value logged otherwise).
+    - other trackers: `final/<key>` logged at `step`.
+
+    Args:
+        accelerator: the run's `Accelerator` (trackers started by `init_trackers`).
+        args: the parsed flags (hyper-parameters, `sanitize_config(vars(args))`).
+        results: the `all_results.json` dict (`eval_*`, `train_*`, ...); int and float values are recorded,
+            others (None, strings, bools) skipped.
+        step: the number of completed optimizer steps.
+    """
+    if not getattr(args, "with_tracking", False):
+        return
+    final = {key: value for key, value in results.items()
+             if isinstance(value, (int, float)) and not isinstance(value, bool)}
+    prefixed = {f"final/{key}": value for key, value in final.items()}
+    for tracker in accelerator.trackers:
+        if tracker.name == "tensorboard":
+            from torch.utils.tensorboard.summary import hparams
+
+            writer = tracker.writer
+            for tag, value in prefixed.items():
+                writer.add_scalar(tag, value, global_step=step)
+            experiment, _, session_end = hparams(sanitize_config(vars(args)), prefixed)
+            writer.file_writer.add_summary(experiment)
+            writer.file_writer.add_summary(session_end)
+            writer.flush()
+        elif tracker.name == "wandb":
+            tracker.run.summary.update(final)
+        else:
+            tracker.log(prefixed, step=step)

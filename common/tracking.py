@@ -1,8 +1,10 @@
 """Experiment trackers through Accelerate: flag checking, config sanitising, `init_trackers`, and
 `log_final_metrics` (the run's final metrics in TensorBoard's HParams view and in the wandb run summary)."""
 
+import contextlib
 import enum
 import os
+import sys
 
 from accelerate.tracking import get_available_trackers
 from accelerate.utils import LoggerType
@@ -89,12 +91,33 @@ def init_trackers(accelerator, project_name, args):
     # an HParams experiment in a side folder that declares no metric, so the HParams view would never show the
     # run's results. `start_tensorboard_session` records the flags in the run's own folder instead, and
     # `log_final_metrics` adds the experiment with its metrics at the end.
-    accelerator.init_trackers(project_name, init_kwargs={"wandb": {"dir": args.output_dir}})
+    with command_line_without_secrets(args):  # wandb stores sys.argv in the run's metadata
+        accelerator.init_trackers(project_name, init_kwargs={"wandb": {"dir": args.output_dir}})
     for tracker in accelerator.trackers:  # empty on every process but the main one
         if tracker.name == "tensorboard":
             start_tensorboard_session(tracker.writer, config)
         else:
             tracker.store_init_configuration(config)  # wandb: the run's config
+
+
+@contextlib.contextmanager
+def command_line_without_secrets(args):
+    """Within the block, `sys.argv` has the value of every `SECRET_ARGS` flag (e.g. `--hub_token hf_...`,
+    `--hub_token=hf_...`, or an abbreviation argparse accepted) replaced by "<redacted>"; restored after.
+
+    wandb records the command line of the run (`sys.argv[1:]`, the "args" of its metadata, uploaded by
+    `wandb sync`) when `wandb.init` starts; the scripts start the trackers inside this block.
+    """
+    secrets = [str(getattr(args, name)) for name in SECRET_ARGS if getattr(args, name, None)]
+    original = list(sys.argv)
+    redacted = list(original)
+    for secret in secrets:
+        redacted = [value.replace(secret, "<redacted>") for value in redacted]
+    sys.argv[:] = redacted
+    try:
+        yield
+    finally:
+        sys.argv[:] = original
 
 
 def start_tensorboard_session(writer, config):

@@ -60,6 +60,9 @@ TASK_TO_KEYS = {
 # ("#1 String", "#2 String", "Quality") are the headers of GLUE's original MRPC .tsv files.
 TEXT_COLUMN_CANDIDATES = [("sentence1", "sentence2"), ("#1 String", "#2 String"), ("sentence",), ("text",)]
 LABEL_COLUMN_CANDIDATES = ["label", "Quality"]
+# The class whose F1 GLUE reports for its binary tasks: the second name of the Hub dataset's ClassLabel.
+GLUE_POSITIVE_LABEL = {"mrpc": "equivalent", "qqp": "duplicate", "sst2": "positive", "qnli": "not_entailment",
+                       "rte": "not_entailment", "wnli": "entailment"}
 
 
 def parse_args(argv=None):
@@ -124,8 +127,8 @@ def resolve_columns(args, raw_datasets):
         else the sorted label values of the training split (the ClassLabel names for Hub data).
 
     Raises:
-        ValueError: naming the file and column when a column is missing, or a validation label
-            never occurs in training.
+        ValueError: naming the file and column when a column is missing, a label is empty or of another
+            type than row 0's (`check_label_values`), or a validation label never occurs in training.
     """
     split = "train" if "train" in raw_datasets else "validation"
     columns = raw_datasets[split].column_names
@@ -156,6 +159,7 @@ def resolve_columns(args, raw_datasets):
     features = raw_datasets[split].features
     if hasattr(features[label_column], "names"):  # a datasets ClassLabel (Hub data)
         return text_columns, label_column, False, list(features[label_column].names)
+    check_label_values(raw_datasets, label_column, files)
     is_regression = features[label_column].dtype in ("float32", "float64")
     if is_regression:
         return text_columns, label_column, True, None
@@ -168,6 +172,39 @@ def resolve_columns(args, raw_datasets):
                 f"occur in --train_file (labels there: {label_list})."
             )
     return text_columns, label_column, False, label_list
+
+
+def check_label_values(raw_datasets, label_column, files):
+    """Refuses labels from which no label set can be decided, before the task type is chosen from the
+    column's type (an empty cell turns a column of integers into floats, which would mean regression).
+
+    Args:
+        raw_datasets: the DatasetDict; its "train" and "validation" splits are checked (test needs no labels).
+        label_column: the label column's name.
+        files: {split: path} of the data files (None for Hub data: the split is named instead).
+
+    Raises:
+        ValueError: "--train_file X, row N: empty label in column 'label' (K such rows)." (rows counted from 0,
+            the header excluded, as run_image_classification counts them), or naming the row of a label whose
+            type (str / int / float) differs from row 0's.
+    """
+    for split in ("train", "validation"):
+        if split not in raw_datasets:
+            continue
+        where = f"--{split}_file {files[split]}" if files.get(split) else f"the {split} split"
+        labels = raw_datasets[split][label_column]
+        empty = task_labels.empty_label_rows(labels)
+        if empty:
+            raise ValueError(f"{where}, row {empty[0]}: empty label in column '{label_column}' ({len(empty)} such "
+                             "rows). Fill in or remove those rows.")
+        kind = type(labels[0])
+        wrong = [i for i, label in enumerate(labels) if type(label) is not kind]
+        if wrong:
+            raise ValueError(
+                f"{where}, row {wrong[0]}: label {labels[wrong[0]]!r} ({type(labels[wrong[0]]).__name__}) in column "
+                f"'{label_column}', but row 0 holds {labels[0]!r} ({kind.__name__}); expected one type for all rows: "
+                f"class names, integer class ids, or float scores (regression). {len(wrong)} rows differ."
+            )
 
 
 def align_labels(args, config, label_list):
@@ -229,15 +266,20 @@ def preprocess(args, raw_datasets, tokenizer, text_columns, label_column, label_
     return processed.get("train"), processed.get("validation"), processed.get("test")
 
 
-def compute_metrics(predictions, references, is_regression, task_name=None):
+def compute_metrics(predictions, references, is_regression, task_name=None, num_labels=None, positive_id=1):
     """GLUE metrics, as defined by the GLUE benchmark (Wang et al., 2019).
 
     Args:
         predictions, references: 1-D numpy arrays, class ids (or floats for regression).
+        num_labels: the size of the task's label set (the head's `config.num_labels`); it alone decides
+            whether binary F1 is reported, so the metrics do not depend on which classes an evaluation set
+            happens to hold. `evaluate` always passes it. None (direct calls only) falls back to the rule of
+            `common/metrics/glue` without a label set: F1 when at most two ids occur.
+        positive_id: the class id whose F1 is reported (`positive_label_id`).
 
     Returns:
         regression: {"pearson", "spearmanr"} (scipy); CoLA: {"matthews_correlation"} (scikit-learn);
-        otherwise {"accuracy"} plus {"f1"} (positive class 1) for binary tasks.
+        otherwise {"accuracy"} plus {"f1"} (of class `positive_id`) for a 2-class label set (not MNLI).
     """
     if is_regression:
         return {
@@ -247,9 +289,40 @@ def compute_metrics(predictions, references, is_regression, task_name=None):
     if task_name == "cola":
         return {"matthews_correlation": float(matthews_corrcoef(references, predictions))}
     metrics = {"accuracy": float(accuracy_score(references, predictions))}
-    if len(set(references.tolist()) | set(predictions.tolist())) <= 2 and task_name not in ("mnli",):
-        metrics["f1"] = float(f1_score(references, predictions, zero_division=0))
+    if num_labels is None:
+        binary = len(set(references.tolist()) | set(predictions.tolist())) <= 2
+    else:
+        binary = num_labels == 2
+    if binary and task_name not in ("mnli",):
+        metrics["f1"] = float(f1_score(references, predictions, pos_label=positive_id, zero_division=0))
     return metrics
+
+
+def positive_label_id(id2label, task_name=None):
+    """The class id whose F1 is reported for a 2-class label set, chosen by label, not by id: the GLUE task's
+    positive class (its Hub ClassLabel's second name: "equivalent" for MRPC), else the label that comes second
+    in the data's order (`resolve_columns` sorts the values: 1 of 0/1, "pos" of neg/pos; numbers by value). A
+    checkpoint that keeps its own ids in another order therefore reports the F1 of the same class.
+
+    Args:
+        id2label: {int id: str label}, the model config's.
+
+    Returns:
+        int, the id of the positive class (1 when the label set does not have 2 classes: no F1 is reported).
+    """
+    if len(id2label) != 2:
+        return 1
+    label2id = {str(label): int(i) for i, label in id2label.items()}
+    if task_name in GLUE_POSITIVE_LABEL and GLUE_POSITIVE_LABEL[task_name] in label2id:
+        return label2id[GLUE_POSITIVE_LABEL[task_name]]
+
+    def order(label):
+        try:
+            return (0, float(label), label)
+        except ValueError:
+            return (1, 0.0, label)
+
+    return label2id[sorted(label2id, key=order)[1]]
 
 
 def predict(model, dataloader, accelerator, is_regression):
@@ -279,12 +352,18 @@ def predict(model, dataloader, accelerator, is_regression):
 def evaluate(model, dataloader, accelerator, is_regression, task_name=None):
     """Scores the model on the validation DataLoader.
 
+    The metric definitions come from the label set decided once, before training (the head's `id2label`):
+    F1 for 2 classes, of the class `positive_label_id` names.
+
     Returns:
         `compute_metrics(...)` plus "samples": the number of examples scored, which equals the
         dataset size on any number of processes.
     """
     predictions, references = predict(model, dataloader, accelerator, is_regression)
-    return {**compute_metrics(predictions, references, is_regression, task_name), "samples": len(predictions)}
+    id2label = accelerator.unwrap_model(model).config.id2label
+    metrics = compute_metrics(predictions, references, is_regression, task_name, num_labels=len(id2label),
+                              positive_id=positive_label_id(id2label, task_name))
+    return {**metrics, "samples": len(predictions)}
 
 
 def load_model_and_tokenizer(args, is_regression, label_list):
@@ -295,12 +374,15 @@ def load_model_and_tokenizer(args, is_regression, label_list):
         (None for regression).
 
     Raises:
-        ValueError: see `align_labels`.
+        ValueError: see `align_labels`; and for float labels on a checkpoint with a trained classification head
+            of another size (`common.tasks.labels.check_head_size`).
     """
     config = AutoConfig.from_pretrained(
         args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
     )
     if is_regression:
+        task_labels.check_head_size(config, config.num_labels, 1, args.model_name_or_path,
+                                    args.ignore_mismatched_sizes)
         config.num_labels = 1
         label_to_id = None
     else:

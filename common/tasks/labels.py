@@ -2,8 +2,16 @@
 
 One rule for every classification script (sequence, token and image classification): a checkpoint that was
 fine-tuned with named labels keeps its class ids when its labels cover the data's, so its classification head
-is reused as trained; otherwise the run stops, unless --ignore_mismatched_sizes asks for a new head.
+is reused as trained; otherwise the run stops, unless --ignore_mismatched_sizes asks for a new head. The same
+holds for a checkpoint whose trained head has another size than the label set (e.g. a 2-class head for float
+regression labels): `check_head_size` stops the run with our error instead of transformers' size-mismatch
+traceback. `empty_label_rows` finds the rows a label set cannot be decided from.
 """
+
+import math
+
+# Model classes whose checkpoints hold a trained classification head (`config.architectures` names them).
+CLASSIFICATION_HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForImageClassification")
 
 
 def default_label2id(num_labels):
@@ -42,9 +50,11 @@ def align_labels(config, label_names, model_name_or_path, ignore_mismatched_size
     Raises:
         ValueError: naming --model_name_or_path and suggesting --ignore_mismatched_sizes when the checkpoint's
             own labels lack some of the data's: "was trained with labels [...] but the data has labels [...]"
-            when they share none, "was trained with labels [...] which lack the data's [...]" otherwise.
+            when they share none, "was trained with labels [...] which lack the data's [...]" otherwise; or
+            when its trained head has another number of classes (`check_head_size`).
     """
     names = [str(name) for name in label_names]
+    checkpoint_num_labels = config.num_labels
     checkpoint_labels = {str(name): int(index) for name, index in config.label2id.items()}
     has_own_labels = checkpoint_labels != default_label2id(config.num_labels)
     if model_name_or_path is not None and has_own_labels and not ignore_mismatched_sizes:
@@ -59,7 +69,57 @@ def align_labels(config, label_names, model_name_or_path, ignore_mismatched_size
         label2id = checkpoint_labels
     else:
         label2id = {name: i for i, name in enumerate(names)}
+    check_head_size(config, checkpoint_num_labels, len(label2id), model_name_or_path, ignore_mismatched_sizes)
     config.num_labels = len(label2id)
     config.label2id = label2id
     config.id2label = {i: name for name, i in label2id.items()}
     return label2id
+
+
+def check_head_size(config, checkpoint_num_labels, num_labels, model_name_or_path, ignore_mismatched_sizes,
+                    problem="classes"):
+    """Stops a run whose label set does not fit the classification head the checkpoint was trained with.
+
+    A checkpoint has a trained head when its `config.architectures` names a `*ForSequenceClassification`,
+    `*ForTokenClassification` or `*ForImageClassification` class (a base model, e.g. `BertModel`, has none and
+    gets a new head of any size). transformers would otherwise fail inside `from_pretrained` with a
+    size-mismatch traceback.
+
+    Args:
+        config: the checkpoint's `PretrainedConfig` (its `architectures` are read).
+        checkpoint_num_labels: the head size the checkpoint was saved with (`config.num_labels` as loaded).
+        num_labels: the head size this run needs (1 for regression).
+        model_name_or_path: --model_name_or_path, or None for a model built from scratch (never checked).
+        ignore_mismatched_sizes: --ignore_mismatched_sizes: a new head is wanted; nothing is checked.
+        problem: what the head predicts, for the message ("classes", or "regression scores").
+
+    Raises:
+        ValueError: naming --model_name_or_path, both sizes and --ignore_mismatched_sizes.
+    """
+    architectures = getattr(config, "architectures", None) or []
+    has_head = any(name.endswith(CLASSIFICATION_HEADS) for name in architectures)
+    if model_name_or_path is None or ignore_mismatched_sizes or not has_head or num_labels == checkpoint_num_labels:
+        return
+    needed = "1 output (float labels: regression)" if num_labels == 1 else f"{num_labels} {problem}"
+    raise ValueError(
+        f"--model_name_or_path {model_name_or_path} has a trained {architectures[0]} head with "
+        f"{checkpoint_num_labels} output(s), but the data needs {needed}. Pass --ignore_mismatched_sizes to train "
+        "a new head of that size, or use a checkpoint without a classification head."
+    )
+
+
+def empty_label_rows(labels):
+    """The rows whose label is empty: None (an empty CSV cell, a JSON null), NaN (an empty cell of a column of
+    numbers, as pandas reads it) or a blank string.
+
+    Args:
+        labels: the label column, one value per row (a list, or a `datasets` column).
+
+    Returns:
+        list of 0-based row indices (data rows: a CSV header is not counted), empty when every row has a label.
+    """
+    return [
+        i for i, label in enumerate(labels)
+        if label is None or (isinstance(label, float) and math.isnan(label))
+        or (isinstance(label, str) and not label.strip())
+    ]

@@ -174,3 +174,45 @@ def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_bert, files, fini
     assert "missing column(s) ['review']" in result.stdout
     assert snapshot(finished_run) == before
     shutil.rmtree(finished_run)
+
+
+# Issue 19, kind 2: the label set cannot be decided from an empty label (it would also turn a column of integers
+# into floats, i.e. regression), nor fit a checkpoint's trained head of another size.
+EMPTY_LABEL_CASES = {
+    "integer_labels": ("train", GOOD_CSV + "so-so film,e f,\n",
+                       r"--train_file .*bad\.csv, row 3: empty label in column 'label' \(1 such rows\)"),
+    "string_labels": ("train", "sentence1,sentence2,label\na b,c,pos\nd e,f,\ng h,i,neg\nj k,l,\n",
+                      r"--train_file .*bad\.csv, row 1: empty label in column 'label' \(2 such rows\)"),
+    "validation_row_0": ("validation", "sentence1,sentence2,label\ngood film,a b,\n" + GOOD_CSV.split("\n", 1)[1],
+                         r"--validation_file .*bad\.csv, row 0: empty label in column 'label'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EMPTY_LABEL_CASES))
+def test_empty_label_cell(case, tiny_bert, files, finished_run, tmp_path, capsys):
+    split, content, match = EMPTY_LABEL_CASES[case]
+    argv = base(tiny_bert, files, finished_run)
+    argv[argv.index(f"--{split}_file") + 1] = write(tmp_path, "bad.csv", content)
+    assert_rejected(argv, match, finished_run, capsys)
+
+
+@pytest.fixture(scope="module")
+def two_class_checkpoint(tiny_bert, tmp_path_factory):
+    """The tiny BERT with a 2-class sequence-classification head (labels "0", "1"), as run_glue saves one."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    path = tmp_path_factory.mktemp("bert_two_class")
+    model = AutoModelForSequenceClassification.from_pretrained(
+        tiny_bert, num_labels=2, id2label={0: "0", 1: "1"}, label2id={"0": 0, "1": 1})
+    model.save_pretrained(path)
+    AutoTokenizer.from_pretrained(tiny_bert).save_pretrained(path)
+    return path
+
+
+def test_float_labels_on_a_checkpoint_with_a_classification_head(two_class_checkpoint, files, finished_run,
+                                                                    tmp_path, capsys):
+    scores = write(tmp_path, "scores.csv", "sentence1,sentence2,label\ngood film,a b,0.9\nbad film,a b,0.1\n")
+    argv = base(two_class_checkpoint, {"train.csv": scores, "validation.csv": scores}, finished_run)
+    assert_rejected(argv, r"--model_name_or_path .* has a trained BertForSequenceClassification head with 2 "
+                          r"output\(s\), but the data needs 1 output \(float labels: regression\)\. Pass "
+                          r"--ignore_mismatched_sizes", finished_run, capsys)

@@ -8,9 +8,12 @@ Per configuration (the GLUE task names of the Hub's `glue` metric, plus two for 
 - `cola`: Matthews correlation coefficient (`sklearn.metrics.matthews_corrcoef`).
 - `mnli`, `mnli_matched`, `mnli_mismatched`: accuracy.
 - every other task (`sst2`, `mrpc`, `qqp`, `qnli`, `rte`, `wnli`, `hans`) and `classification` (the default):
-  accuracy, plus binary F1 of class 1 (`sklearn.metrics.f1_score`, 0 when undefined) whenever predictions and
-  references together hold at most two class ids. This is a superset of the Hub's `glue` metric, which reports
-  F1 only for `mrpc` and `qqp`; the shared keys have the same values.
+  accuracy, plus binary F1 of class `pos_label` (default 1; `sklearn.metrics.f1_score`, 0 when undefined) for a
+  2-class task. Pass `num_labels=` (the size of the task's label set, the model's `config.num_labels`) to
+  `compute`: then it alone decides, as in `examples/run_glue.py`, and the metrics do not depend on which
+  classes an evaluation set happens to hold. Without it (the Hub metric's call) F1 is reported whenever
+  predictions and references together hold at most two class ids. This is a superset of the Hub's `glue`
+  metric, which reports F1 only for `mrpc` and `qqp`; the shared keys have the same values.
 
 Values are fractions (0-1), as in the Hub's `glue` metric.
 """
@@ -39,9 +42,12 @@ _KWARGS_DESCRIPTION = """
 Args:
     predictions: class ids (int) per example, or predicted scores (float) for `stsb` / `regression`.
     references: gold class ids (int), or gold scores (float) for `stsb` / `regression`.
+    num_labels: (optional) the number of classes of the task's label set; F1 is reported exactly when it is 2.
+    pos_label: (optional, default 1) the class id whose F1 is reported.
 Returns:
     `stsb`, `regression`: {"pearson", "spearmanr"}; `cola`: {"matthews_correlation"};
-    `mnli*`: {"accuracy"}; other configs: {"accuracy"} plus {"f1"} when at most two class ids occur.
+    `mnli*`: {"accuracy"}; other configs: {"accuracy"} plus {"f1"} for a 2-class label set (`num_labels=2`),
+    or, without `num_labels`, when at most two class ids occur.
     Floats in [0, 1] ([-1, 1] for correlations; NaN for a constant input, as SciPy returns).
 Raises:
     ValueError: when there is no example, or (binary F1) the two class ids are not 0 and 1 (scikit-learn).
@@ -79,7 +85,7 @@ class Glue(evaluate.Metric):
             format="numpy",
         )
 
-    def _compute(self, predictions, references):
+    def _compute(self, predictions, references, num_labels=None, pos_label=1):
         if len(references) == 0:
             raise ValueError("glue: no examples to score; add_batch received no predictions/references.")
         if self.config_name in REGRESSION_CONFIGS:
@@ -90,7 +96,10 @@ class Glue(evaluate.Metric):
         if self.config_name == "cola":
             return {"matthews_correlation": float(matthews_corrcoef(references, predictions))}
         metrics = {"accuracy": float(accuracy_score(references, predictions))}
-        binary = len(set(references.tolist()) | set(predictions.tolist())) <= 2
+        if num_labels is None:
+            binary = len(set(references.tolist()) | set(predictions.tolist())) <= 2
+        else:
+            binary = num_labels == 2
         if binary and not self.config_name.startswith("mnli"):
-            metrics["f1"] = float(f1_score(references, predictions, zero_division=0))
+            metrics["f1"] = float(f1_score(references, predictions, pos_label=pos_label, zero_division=0))
         return metrics

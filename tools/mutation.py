@@ -35,8 +35,9 @@ DOC = REPO / "docs" / "mutation.md"
 
 # ------------------------------------------------------------------------------------------------ the targets
 # (source file or glob, functions to mutate, unit test files or globs).
-# Functions are fnmatch patterns on a top-level function name or "Class.method"; () mutates every function of
-# the file. When a function moves (e.g. a metric into common/tasks/ or common/metrics/), move its entry here.
+# Functions are fnmatch patterns on a top-level function name or "Class.method"; "!pattern" leaves the matching
+# ones out; () mutates every function of the file. When a function moves (e.g. a metric into common/tasks/ or
+# common/metrics/), move its entry here.
 TARGETS = [
     # step plan and scheduler sizing
     ("common/optimization.py", (),
@@ -65,8 +66,8 @@ TARGETS = [
     ("examples/run_summarization.py", ("split_sentences", "compute_rouge"), ["tests/unit/test_metric_definitions.py"]),
     ("examples/run_clm.py", ("token_losses", "perplexity_from_sums"), ["tests/unit/test_clm.py"]),
     ("examples/run_image_classification.py", ("compute_metrics",), ["tests/unit/test_metric_definitions.py"]),
-    # the evaluate metric modules (common/metrics/<name>/<name>.py), when they exist
-    ("common/metrics/*/*.py", (), ["tests/unit/test_metric*.py"]),
+    # the evaluate metric modules (common/metrics/<name>/<name>.py), when they exist; `_info` is metadata
+    ("common/metrics/*/*.py", ("!*._info",), ["tests/unit/test_metric*.py"]),
 ]
 
 # Tests and the modules they import run under these settings: one thread (others share the cores), CPU only
@@ -76,6 +77,8 @@ RUN_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELI
            "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 PRAGMA = "# pragma: no mutate block"
+# Read-only folders of the checkout that tests may read through conftest's REPO.
+LINKED_FOLDERS = ("configs", "data")
 
 # Appended to the workspace's tests/conftest.py. `evaluate.load(<folder>)` imports a metric module from a
 # copy in its cache under another module name, where mutmut's trampolines (which dispatch on the module name)
@@ -170,7 +173,8 @@ def module_name(file):
 
 def mark_functions_not_to_mutate(source, patterns, where):
     """Adds `# pragma: no mutate block` to the header line of every top-level function and method of
-    `source` whose name ("name" or "Class.method") matches none of `patterns` (line numbers are kept).
+    `source` whose name ("name" or "Class.method") matches none of `patterns`, or matches one of the patterns
+    written "!pattern" (line numbers are kept).
 
     Returns:
         the new source.
@@ -181,12 +185,14 @@ def mark_functions_not_to_mutate(source, patterns, where):
     import libcst as cst
 
     module = cst.parse_module(source)
+    includes = [p for p in patterns if not p.startswith("!")] or ["*"]
+    excludes = [p[1:] for p in patterns if p.startswith("!")]
     matched = set()
 
     def keep(name):
-        hits = {p for p in patterns if fnmatch.fnmatchcase(name, p)}
+        hits = {p for p in includes if fnmatch.fnmatchcase(name, p)}
         matched.update(hits)
-        return bool(hits)
+        return bool(hits) and not any(fnmatch.fnmatchcase(name, p) for p in excludes)
 
     def excluded(function):
         if not isinstance(function.body, cst.IndentedBlock):
@@ -206,7 +212,7 @@ def mark_functions_not_to_mutate(source, patterns, where):
                        for m in statement.body.body]
             statement = statement.with_changes(body=statement.body.with_changes(body=members))
         body.append(statement)
-    unmatched = [p for p in patterns if p not in matched]
+    unmatched = [p for p in includes if p not in matched]
     if unmatched:
         raise TargetError(f"tools/mutation.py TARGETS: {where} has no function matching {unmatched} "
                           "(moved? update its entry).")
@@ -215,8 +221,12 @@ def mark_functions_not_to_mutate(source, patterns, where):
 
 def build_workspace(targets):
     """(Re)creates WORKSPACE: src/ (common + the scripts), tests/, pyproject.toml with the mutmut settings,
-    the evaluate redirection, and mutants/examples -> src so that conftest's EXAMPLES path imports the mutated
-    scripts."""
+    the evaluate redirection, and links in mutants/ (examples -> src, common -> src/common, the data folders)
+    so that paths built from conftest's REPO reach the mutated code.
+
+    Returns:
+        the sorted test files (union over the targets).
+    """
     if WORKSPACE.exists():
         shutil.rmtree(WORKSPACE)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
@@ -242,8 +252,14 @@ def build_workspace(targets):
     mutmut_section = "\n[tool.mutmut]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items())
     pyproject = (REPO / "pyproject.toml").read_text()
     (WORKSPACE / "pyproject.toml").write_text(pyproject + mutmut_section)
+    # Tests find the scripts and the package through conftest's REPO (= mutants/ here): point those paths at
+    # the mutated copies, and the data folders at the checkout's.
     (WORKSPACE / "mutants").mkdir()
     os.symlink("src", WORKSPACE / "mutants" / "examples")
+    os.symlink(os.path.join("src", "common"), WORKSPACE / "mutants" / "common")
+    for folder in LINKED_FOLDERS:
+        if (REPO / folder).exists():
+            os.symlink(REPO / folder, WORKSPACE / "mutants" / folder)
     return tests
 
 

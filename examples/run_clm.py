@@ -17,15 +17,14 @@ cross-entropy over exactly the validation tokens.
 
 import argparse
 import math
-import time
 from itertools import chain
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
-from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
+from accelerate.utils import ProjectConfiguration
 from transformers import (
     CONFIG_MAPPING,
     AutoConfig,
@@ -37,23 +36,17 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from common.args import add_common_args, positive_int, validate_common_args
-from common.checkpointing import (
-    checkpoint_completed_steps,
-    resolve_checkpoint,
-    resume_position,
-    save_checkpoint,
-)
 from common.data import load_data_files
+from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
-from common.launch import build_accelerator, setup_logging
-from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
+from common.launch import setup_run
+from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.preemption import sigterm_checkpointing
+from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
-from common.saving import push_to_hub, save_model, write_all_results
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
-from common.throughput import count_tokens, throughput_metrics
 from common.tpu import tie_weights_on_xla
-from common.tracking import init_trackers
+from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
 
@@ -515,201 +508,95 @@ def load_model_and_tokenizer(args):
 
 
 def training_function(args):
-    accelerator = build_accelerator(args)
-    setup_logging(accelerator, logger)
+    """Trains a causal language model (or fine-tunes `--model_name_or_path`) on blocks of `block_size` tokens,
+    evaluating perplexity after every epoch; saves the model, tokenizer, `all_results.json` and
+    `eval_history.jsonl` in `--output_dir` (with `--sample_prompt`, a greedy continuation in `sample_text`).
+
+    Returns:
+        the `all_results.json` dict.
+    """
+    # The launch config decides devices and processes; these arguments decide accumulation, precision and
+    # trackers. `use_seedable_sampler`: an epoch's order depends on (seed, epoch) only, so resumes are exact.
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        log_with=parse_report_to(args.report_to) if args.with_tracking else None,
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+    )
+    setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
     raw_datasets = load_raw_datasets(args)
     if "train" not in raw_datasets and args.max_train_steps != 0:
         raise ValueError("No training data: give --train_file (or --max_train_steps 0 to only evaluate).")
     text_column = resolve_text_column(args, raw_datasets)
-    config, tokenizer, model = load_model_and_tokenizer(args)
+    _, tokenizer, model = load_model_and_tokenizer(args)
     block_size = resolve_block_size(args.block_size, tokenizer, model.config)
-
     train_dataset, eval_dataset = preprocess(args, raw_datasets, tokenizer, text_column, block_size, accelerator)
-
-    # Every block is full, so no padding and no pad token are needed: GPT-2 style tokenizers
-    # without one work as they are.
-    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
-    # so the dropout masks after a resume are those of the uninterrupted run.
-    train_dataloader = DataLoader(
-        train_dataset,
-        shuffle=True,
-        collate_fn=default_data_collator,
-        batch_size=args.per_device_train_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
-    ) if train_dataset is not None else None
-    eval_dataloader = DataLoader(
-        eval_dataset,
-        collate_fn=default_data_collator,
-        batch_size=args.per_device_eval_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
-    )
+    # Every block holds exactly block_size tokens: batches need no padding, and GPT-2 style tokenizers
+    # without a pad token work as they are.
+    train_dataloader = build_train_dataloader(args, train_dataset, default_data_collator, accelerator)
+    eval_dataloader = build_eval_dataloader(args, eval_dataset, default_data_collator)
 
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
-    # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
-    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
-    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
-        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
-    )
+    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+    plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
-        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
 
     model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
-    if train_dataloader is not None and len(train_dataloader) != num_batches:
-        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
     # Moving to an XLA device unties the input embedding and the output projection; tie them again.
     tie_weights_on_xla(model, accelerator)
+    init_trackers(accelerator, "clm_no_trainer", args)  # the run's flags; logged steps = optimizer steps
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
+        accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
+        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
 
-    # Trackers store the run's flags; the step unit of every logged value is `completed_steps`.
-    init_trackers(accelerator, "clm_no_trainer", args)
-
-    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
-    logger.info("***** Running training *****")
-    logger.info(f"  Num blocks = {len(train_dataset) if train_dataset is not None else 0} of {block_size} tokens")
-    logger.info(f"  Num epochs = {num_train_epochs}")
-    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
-    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
-    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
-    logger.info(f"  Total optimization steps = {max_train_steps}")
-
-    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
-    if args.resume_from_checkpoint:
-        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
-        if checkpoint is None:
-            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
-        else:
-            logger.info(f"Resuming from {checkpoint}")
-            accelerator.load_state(str(checkpoint))
-            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
-            starting_epoch, batches_to_skip = resume_position(
-                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
-            )
-
-    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
-    progress_bar.update(completed_steps)
-    num_samples = num_tokens = num_padding = 0
-    # train_loss: the mean, over the optimizer steps run here, of each step's loss (the mean of
-    # its micro-batch losses on this process), then averaged over processes.
-    train_loss_sum = torch.zeros((), dtype=torch.float64, device=accelerator.device)
-    steps_run = 0
     eval_metrics = None
-    train_start = time.perf_counter()
-
-    for epoch in range(starting_epoch, num_train_epochs):
-        if completed_steps >= max_train_steps:
-            break
+    for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # The shuffling order of an epoch depends on (seed, epoch) only; set it explicitly so that a
-        # resumed run (whose skipping DataLoader is a new object) replays the same order.
-        train_dataloader.set_epoch(epoch)
-        if epoch == starting_epoch and batches_to_skip > 0:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
-            active_dataloader.set_epoch(epoch)
-        else:
-            active_dataloader = train_dataloader
-        epoch_loss_sum, epoch_steps = 0.0, 0
-        window_loss = torch.zeros((), device=accelerator.device)
-        window_micro_batches = 0
+        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
+        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        skip = run.batches_to_skip if epoch == run.starting_epoch else 0
+        active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
+        active_dataloader.set_epoch(epoch)
         for batch in active_dataloader:
-            tokens, padding = count_tokens(batch)
-            num_samples += batch["input_ids"].shape[0]
-            num_tokens += tokens
-            num_padding += padding
-            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step
-            # only every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
+            # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
-                outputs = model(**batch)
-                loss = outputs.loss
+                loss = model(**batch).loss
                 accelerator.backward(loss)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-            window_loss += loss.detach()
-            window_micro_batches += 1
-
-            if accelerator.sync_gradients:  # an optimizer step happened
-                completed_steps += 1
-                progress_bar.update(1)
-                step_loss = window_loss / window_micro_batches
-                train_loss_sum += step_loss.double()
-                epoch_loss_sum += step_loss.item()
-                steps_run += 1
-                epoch_steps += 1
-                window_loss.zero_()
-                window_micro_batches = 0
-                if args.with_tracking:
-                    accelerator.log(
-                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": step_loss.item()},
-                        step=completed_steps,
-                    )
-                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
-                    save_checkpoint(
-                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
-                        args.checkpoints_total_limit,
-                    )
-                if preemption_requested(accelerator):  # SIGTERM: save step_N, exit 75 (common/preemption.py)
-                    exit_preempted(accelerator, logger, args, completed_steps, epoch)
-                if completed_steps >= max_train_steps:
-                    break
-
+            run.record_micro_batch(batch, loss)
+            # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
+            if accelerator.sync_gradients and run.after_optimizer_step(epoch):
+                break
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
-        logger.info(
-            f"epoch {epoch}: eval_loss {eval_metrics['loss']:.4f}, perplexity {eval_metrics['perplexity']:.3f}"
-        )
-        if args.with_tracking:
-            accelerator.log(
-                {
-                    "eval_loss": eval_metrics["loss"],
-                    "perplexity": eval_metrics["perplexity"],
-                    "train_loss": epoch_loss_sum / max(epoch_steps, 1),
-                    "epoch": epoch,
-                },
-                step=completed_steps,
-            )
-        if args.checkpointing_steps == "epoch":
-            save_checkpoint(
-                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
-            )
-    train_seconds = time.perf_counter() - train_start
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
-        logger.info(f"evaluation: eval_loss {eval_metrics['loss']:.4f}, perplexity {eval_metrics['perplexity']:.3f}")
-
-    results = {
-        "eval_loss": eval_metrics["loss"],
-        "perplexity": eval_metrics["perplexity"],
-        "eval_samples": len(eval_dataset),
-        "eval_tokens": eval_metrics["tokens"],
-        "block_size": block_size,
-        "train_steps": completed_steps,
-        "train_loss": accelerator.reduce(train_loss_sum, reduction="mean").item() / steps_run if steps_run else None,
-    }
-    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
-    # Tokens that went through training (summed over processes): train_samples x block_size.
-    results["train_tokens"] = int(accelerator.reduce(torch.tensor(num_tokens, device=accelerator.device), "sum"))
+    results = run.results(eval_metrics)
+    # The transformers example's `perplexity` key, the validation blocks scored, and the tokens trained on
+    # (every block holds exactly block_size tokens).
+    results.update(perplexity=eval_metrics["perplexity"], eval_samples=len(eval_dataset), block_size=block_size,
+                   train_tokens=results["train_samples"] * block_size)
+    run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
     if args.sample_prompt and accelerator.is_main_process:
-        unwrapped = accelerator.unwrap_model(model)
-        sample = generate_sample(unwrapped, tokenizer, args.sample_prompt, args.sample_max_new_tokens)
+        sample = generate_sample(accelerator.unwrap_model(model), tokenizer, args.sample_prompt,
+                                 args.sample_max_new_tokens)
         results["sample_text"] = sample
         print(f"Greedy sample:\n{sample}", flush=True)
-
-    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
-        save_model(accelerator, model, args.output_dir, tokenizer)
-    write_all_results(accelerator, args.output_dir, results)
-    if accelerator.is_main_process:
-        logger.info(f"Results: {results}")
-    push_to_hub(accelerator, args)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+    run.end(results)  # all_results.json again, Hub push, end the trackers
     return results
 
 

@@ -112,7 +112,7 @@ def test_from_scratch_perplexity_falls_far_below_untrained(trained, untrained):
     assert results["perplexity"] < 12
     assert results["perplexity"] < untrained["perplexity"] / 20
     assert results["perplexity"] == pytest.approx(math.exp(results["eval_loss"]))
-    # train_loss averages all the optimizer steps: far below the untrained loss, above the final eval loss.
+    # train_loss averages all the micro-batches: far below the untrained loss, above the final eval loss.
     assert results["eval_loss"] < results["train_loss"] < untrained["eval_loss"]
     assert results["sample_text"].startswith("the cat")
     assert "Greedy sample:\nthe cat" in stdout

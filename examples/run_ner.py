@@ -18,16 +18,14 @@ mode) and word accuracy, on exactly the words of the validation file; test predi
 """
 
 import argparse
-import json
 import os
-import time
 
 import datasets
 import torch
+from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
+from accelerate.utils import ProjectConfiguration
 from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
-from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
 from transformers import (
     AutoConfig,
     AutoModelForTokenClassification,
@@ -37,24 +35,18 @@ from transformers import (
 )
 
 from common.args import add_common_args, validate_common_args
-from common.checkpointing import (
-    checkpoint_completed_steps,
-    resolve_checkpoint,
-    resume_position,
-    save_checkpoint,
-)
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
+from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
-from common.launch import build_accelerator, setup_logging
-from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
-from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
-from common.saving import push_to_hub, save_model, write_all_results
+from common.launch import setup_run
+from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.preemption import sigterm_checkpointing
+from common.run import TrainingRun
+from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.conll import CONLL_EXTENSIONS, JSON_EXTENSIONS, detect_format, iob1_to_iob2, read_conll, tag_scheme
 from common.tasks.labels import align_labels
 from common.tasks.predictions import write_token_predictions
-from common.throughput import count_tokens, throughput_metrics
-from common.tracking import init_trackers
+from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
 
@@ -453,6 +445,63 @@ def preprocess(args, raw_datasets, tokenizer, text_column, label_column, label_t
     return processed
 
 
+def label_config(args, raw_datasets, text_column, label_column):
+    """The model config with the data's tags as its labels.
+
+    Loads `--config_name` / `--model_name_or_path`'s config, normalises the tags (IOB1 -> IOB2, see
+    `normalize_tags`) and aligns the tag list with a checkpoint's own `label2id` (`common.tasks.labels`).
+
+    Returns:
+        (config, raw_datasets with normalised tags, scheme, label_to_id): scheme as `tag_scheme`;
+        label_to_id maps each tag (str) to its class id.
+
+    Raises:
+        ValueError: see `normalize_tags`, `build_label_list` and `common.tasks.labels.align_labels`.
+    """
+    config = AutoConfig.from_pretrained(
+        args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
+    )
+    raw_datasets, scheme = normalize_tags(args, raw_datasets, text_column, label_column, config)
+    label_list = build_label_list(args, raw_datasets, label_column, scheme)
+    label_to_id = align_labels(config, label_list, args.model_name_or_path, args.ignore_mismatched_sizes)
+    logger.info(f"Tag scheme {scheme}{' (converted to IOB2)' if scheme == 'IOB' else ''}; labels: {label_list}")
+    return config, raw_datasets, scheme, label_to_id
+
+
+def load_model_and_tokenizer(args, config):
+    """The fast tokenizer (word alignment needs `word_ids()`; BPE tokenizers get `add_prefix_space`) and
+    `AutoModelForTokenClassification` for `config` (from `label_config`).
+
+    Returns:
+        (model, tokenizer). A tokenizer without a pad token (GPT-2 style) pads with its EOS token.
+
+    Raises:
+        ValueError: naming --tokenizer_name/--model_name_or_path when the tokenizer is not a fast one.
+    """
+    tokenizer_kwargs = {"add_prefix_space": True} if config.model_type in ADD_PREFIX_SPACE_MODELS else {}
+    tokenizer = AutoTokenizer.from_pretrained(
+        args.tokenizer_name or args.model_name_or_path,
+        use_fast=not args.use_slow_tokenizer,
+        trust_remote_code=args.trust_remote_code,
+        **tokenizer_kwargs,
+    )
+    if not tokenizer.is_fast:
+        raise ValueError(
+            f"--tokenizer_name/--model_name_or_path: {type(tokenizer).__name__} is not a fast tokenizer; word "
+            "alignment needs `word_ids()`. Drop --use_slow_tokenizer or use a model with a tokenizer.json."
+        )
+    if tokenizer.pad_token is None:  # GPT-2 style tokenizers have no pad token
+        tokenizer.pad_token = tokenizer.eos_token
+        config.pad_token_id = tokenizer.pad_token_id
+    model = AutoModelForTokenClassification.from_pretrained(
+        args.model_name_or_path,
+        config=config,
+        ignore_mismatched_sizes=args.ignore_mismatched_sizes,
+        trust_remote_code=args.trust_remote_code,
+    )
+    return model, tokenizer
+
+
 def compute_metrics(references, predictions, scheme="IOB", return_entity_level_metrics=False):
     """Entity-level precision/recall/F1 and word accuracy with seqeval (Nakayama, 2018).
 
@@ -528,249 +577,145 @@ def predict(model, dataloader, accelerator, word_ids, num_words, id2label):
     return predictions
 
 
+def evaluate(model, dataloader, accelerator, word_ids, references, scheme, return_entity_level_metrics=False):
+    """Scores the model's word-level tags on the validation DataLoader (`predict`, then `compute_metrics`).
+
+    Args:
+        word_ids: per validation row, its `word_ids` column; references: per row, its gold tags (str).
+        scheme, return_entity_level_metrics: see `compute_metrics`.
+
+    Returns:
+        `compute_metrics(...)` plus "samples" (sentences scored: the dataset size on any number of processes)
+        and "words" (words scored).
+    """
+    id2label = accelerator.unwrap_model(model).config.id2label
+    predictions = predict(model, dataloader, accelerator, word_ids, [len(tags) for tags in references], id2label)
+    metrics = compute_metrics(references, predictions, scheme, return_entity_level_metrics)
+    return {**metrics, "samples": len(predictions), "words": sum(len(tags) for tags in references)}
+
+
+def predict_test_split(model, dataloader, accelerator, test_dataset, word_ids, text_column, label_column, scheme,
+                       output_dir, return_entity_level_metrics=False):
+    """Tags the test split, writes `<output_dir>/predict_results.txt` (`write_token_predictions`, input order)
+    and scores it when the test data has tags.
+
+    Args:
+        dataloader: the prepared test DataLoader; test_dataset: the raw (word-level) test split;
+        word_ids: per test row, its `word_ids` column.
+
+    Returns:
+        dict: `predict_*` metrics (when tagged) and `predict_samples` (sentences).
+    """
+    id2label = accelerator.unwrap_model(model).config.id2label
+    tokens = test_dataset[text_column]
+    predictions = predict(model, dataloader, accelerator, word_ids, [len(words) for words in tokens], id2label)
+    references = test_dataset[label_column] if label_column in test_dataset.column_names else None
+    results = {}
+    if references is not None:
+        metrics = compute_metrics(references, predictions, scheme, return_entity_level_metrics)
+        results.update({f"predict_{k}": v for k, v in metrics.items()})
+    results["predict_samples"] = len(tokens)
+    if accelerator.is_main_process:
+        write_token_predictions(os.path.join(output_dir, "predict_results.txt"), tokens, predictions, references)
+    return results
+
+
 def training_function(args):
-    accelerator = build_accelerator(args)
-    setup_logging(accelerator, logger)
+    """Fine-tunes `--model_name_or_path` for token classification, evaluating on the validation words after
+    every epoch; saves the model, `all_results.json`, `eval_history.jsonl` and (with `--test_file`)
+    `predict_results.txt` in `--output_dir`.
+
+    Returns:
+        the `all_results.json` dict.
+    """
+    # The launch config decides devices and processes; these arguments decide accumulation, precision and
+    # trackers. `use_seedable_sampler`: an epoch's order depends on (seed, epoch) only, so resumes are exact.
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        log_with=parse_report_to(args.report_to) if args.with_tracking else None,
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+    )
+    setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
     raw_datasets, text_column, label_column = load_raw_datasets(args)
-    config = AutoConfig.from_pretrained(
-        args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
-    )
-    raw_datasets, scheme = normalize_tags(args, raw_datasets, text_column, label_column, config)
-    label_list = build_label_list(args, raw_datasets, label_column, scheme)
-    label_to_id = align_labels(config, label_list, args.model_name_or_path, args.ignore_mismatched_sizes)
-    logger.info(f"Tag scheme {scheme}{' (converted to IOB2)' if scheme == 'IOB' else ''}; labels: {label_list}")
+    config, raw_datasets, scheme, label_to_id = label_config(args, raw_datasets, text_column, label_column)
     raw_datasets = select_samples(args, raw_datasets)
-
-    tokenizer_kwargs = {"add_prefix_space": True} if config.model_type in ADD_PREFIX_SPACE_MODELS else {}
-    tokenizer = AutoTokenizer.from_pretrained(
-        args.tokenizer_name or args.model_name_or_path,
-        use_fast=not args.use_slow_tokenizer,
-        trust_remote_code=args.trust_remote_code,
-        **tokenizer_kwargs,
-    )
-    if not tokenizer.is_fast:
-        raise ValueError(
-            f"--tokenizer_name/--model_name_or_path: {type(tokenizer).__name__} is not a fast tokenizer; word "
-            "alignment needs `word_ids()`. Drop --use_slow_tokenizer or use a model with a tokenizer.json."
-        )
-    if tokenizer.pad_token is None:  # GPT-2 style tokenizers have no pad token
-        tokenizer.pad_token = tokenizer.eos_token
-        config.pad_token_id = tokenizer.pad_token_id
-    model = AutoModelForTokenClassification.from_pretrained(
-        args.model_name_or_path,
-        config=config,
-        ignore_mismatched_sizes=args.ignore_mismatched_sizes,
-        trust_remote_code=args.trust_remote_code,
-    )
-
+    model, tokenizer = load_model_and_tokenizer(args, config)
     processed = preprocess(args, raw_datasets, tokenizer, text_column, label_column, label_to_id, accelerator)
-    train_dataset = processed.get("train")
-    eval_dataset, predict_dataset = processed.get("validation"), processed.get("test")
+    train_dataset, eval_dataset, predict_dataset = (processed.get(s) for s in ("train", "validation", "test"))
     if eval_dataset is None:
         raise ValueError("Need validation data: --validation_file, or a --dataset_name with a validation split.")
     if train_dataset is None and args.max_train_steps != 0:
         raise ValueError("Need training data (--train_file), or --max_train_steps 0 to evaluate the model only.")
-    eval_word_ids = eval_dataset["word_ids"]
-    eval_references = raw_datasets["validation"][label_column]
-    eval_num_words = [len(tags) for tags in eval_references]
-
-    if args.pad_to_max_length:
-        data_collator = default_data_collator
-    else:
-        # Dynamic padding (labels with -100); multiples of 8 let fp16/bf16 matmuls use tensor cores.
-        data_collator = DataCollatorForTokenClassification(
-            tokenizer, pad_to_multiple_of=padding_multiple(args, accelerator)
-        )
-    # --group_by_length: batches of sentences of similar sub-word lengths (less padding); otherwise a plain
-    # shuffle. The sampler's order depends on (seed, epoch) only, so a resume skips exactly the batches seen.
-    train_sampler = build_train_sampler(args, train_dataset, accelerator)
-    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
-    # so the dropout masks after a resume are those of the uninterrupted run.
-    train_dataloader = DataLoader(
-        train_dataset,
-        shuffle=train_sampler is None,
-        sampler=train_sampler,
-        collate_fn=data_collator,
-        batch_size=args.per_device_train_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
-    ) if train_dataset is not None else None
-    eval_dataloader = DataLoader(
-        eval_dataset.remove_columns("word_ids"),
-        collate_fn=data_collator,
-        batch_size=args.per_device_eval_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
+    eval_word_ids, eval_references = eval_dataset["word_ids"], raw_datasets["validation"][label_column]
+    # Pad each batch to its longest sentence, labels with -100 (to multiples of 8 under mixed precision: tensor
+    # cores), unless --pad_to_max_length padded every example at tokenisation.
+    data_collator = default_data_collator if args.pad_to_max_length else DataCollatorForTokenClassification(
+        tokenizer, pad_to_multiple_of=padding_multiple(args, accelerator)
     )
+    train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
+    eval_dataloader = build_eval_dataloader(args, eval_dataset.remove_columns("word_ids"), data_collator)
 
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
-    # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
-    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
-    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
-        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
-    )
+    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+    plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
-        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
 
     model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
-    if train_dataloader is not None and len(train_dataloader) != num_batches:
-        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
-    id2label = accelerator.unwrap_model(model).config.id2label
+    init_trackers(accelerator, "ner_no_trainer", args)  # the run's flags; logged steps = optimizer steps
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
+        accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
+        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
 
-    # Trackers store the run's flags; the step unit of every logged value is `completed_steps`.
-    init_trackers(accelerator, "ner_no_trainer", args)
-
-    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
-    logger.info("***** Running training *****")
-    logger.info(f"  Num examples = {len(train_dataset) if train_dataset is not None else 0}")
-    logger.info(f"  Num epochs = {num_train_epochs}")
-    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
-    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
-    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
-    logger.info(f"  Total optimization steps = {max_train_steps}")
-
-    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
-    if args.resume_from_checkpoint:
-        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
-        if checkpoint is None:
-            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
-        else:
-            logger.info(f"Resuming from {checkpoint}")
-            accelerator.load_state(str(checkpoint))
-            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
-            starting_epoch, batches_to_skip = resume_position(
-                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
-            )
-
-    def evaluate():
-        predictions = predict(model, eval_dataloader, accelerator, eval_word_ids, eval_num_words, id2label)
-        return compute_metrics(eval_references, predictions, scheme, args.return_entity_level_metrics)
-
-    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
-    progress_bar.update(completed_steps)
-    num_samples = num_tokens = num_padding = 0
-    train_loss, train_micro_batches = 0.0, 0
     eval_metrics = None
-    train_start = time.perf_counter()
-
-    for epoch in range(starting_epoch, num_train_epochs):
-        if completed_steps >= max_train_steps:
-            break
+    for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # The shuffling order of an epoch depends on (seed, epoch) only; set it explicitly so that a
-        # resumed run (whose skipping DataLoader is a new object) replays the same order.
-        train_dataloader.set_epoch(epoch)
-        if epoch == starting_epoch and batches_to_skip > 0:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
-            active_dataloader.set_epoch(epoch)
-        else:
-            active_dataloader = train_dataloader
-        epoch_loss = torch.zeros((), device=accelerator.device)
-        epoch_micro_batches = 0
+        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
+        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        skip = run.batches_to_skip if epoch == run.starting_epoch else 0
+        active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
+        active_dataloader.set_epoch(epoch)
         for batch in active_dataloader:
-            tokens, padding = count_tokens(batch)
-            num_samples += batch["input_ids"].shape[0]
-            num_tokens += tokens
-            num_padding += padding
-            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step
-            # only every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
+            # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
-                outputs = model(**batch)
-                loss = outputs.loss
+                loss = model(**batch).loss
                 accelerator.backward(loss)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-            epoch_loss += loss.detach()
-            epoch_micro_batches += 1
-
-            if accelerator.sync_gradients:  # an optimizer step happened
-                completed_steps += 1
-                progress_bar.update(1)
-                if args.with_tracking:
-                    accelerator.log(
-                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": loss.item()}, step=completed_steps
-                    )
-                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
-                    save_checkpoint(
-                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
-                        args.checkpoints_total_limit,
-                    )
-                if preemption_requested(accelerator):  # SIGTERM: save step_N, exit 75 (common/preemption.py)
-                    exit_preempted(accelerator, logger, args, completed_steps, epoch)
-                if completed_steps >= max_train_steps:
-                    break
-
-        train_loss += epoch_loss.item()
-        train_micro_batches += epoch_micro_batches
-        eval_metrics = evaluate()
-        logger.info(f"epoch {epoch}: {eval_metrics}")
-        if args.with_tracking:
-            accelerator.log(
-                {
-                    **{f"eval_{k}": v for k, v in eval_metrics.items()},
-                    "train_loss": epoch_loss.item() / max(epoch_micro_batches, 1),
-                    "epoch": epoch,
-                },
-                step=completed_steps,
-            )
-        if args.checkpointing_steps == "epoch":
-            save_checkpoint(
-                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
-            )
-    train_seconds = time.perf_counter() - train_start
+            run.record_micro_batch(batch, loss)
+            # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
+            if accelerator.sync_gradients and run.after_optimizer_step(epoch):
+                break
+        eval_metrics = evaluate(model, eval_dataloader, accelerator, eval_word_ids, eval_references, scheme,
+                                args.return_entity_level_metrics)
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
-        eval_metrics = evaluate()
-        logger.info(f"evaluation: {eval_metrics}")
-
-    results = {f"eval_{k}": v for k, v in eval_metrics.items()}
-    results["eval_samples"] = len(eval_dataset)
-    results["eval_words"] = sum(eval_num_words)
-    results["train_steps"] = completed_steps
-    results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
-    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
+        eval_metrics = evaluate(model, eval_dataloader, accelerator, eval_word_ids, eval_references, scheme,
+                                args.return_entity_level_metrics)
+    results = run.results(eval_metrics)
+    run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
     if predict_dataset is not None:
-        test_raw = raw_datasets["test"]
-        test_tokens = test_raw[text_column]
-        predict_word_ids = predict_dataset["word_ids"]
         predict_dataloader = accelerator.prepare(
-            DataLoader(
-                predict_dataset.remove_columns("word_ids"),
-                collate_fn=data_collator,
-                batch_size=args.per_device_eval_batch_size,
-                num_workers=args.dataloader_num_workers,
-            )
+            build_eval_dataloader(args, predict_dataset.remove_columns("word_ids"), data_collator)
         )
-        test_predictions = predict(
-            model, predict_dataloader, accelerator, predict_word_ids, [len(t) for t in test_tokens], id2label
-        )
-        test_references = test_raw[label_column] if label_column in test_raw.column_names else None
-        if test_references is not None:
-            test_metrics = compute_metrics(test_references, test_predictions, scheme, args.return_entity_level_metrics)
-            results.update({f"predict_{k}": v for k, v in test_metrics.items()})
-        results["predict_samples"] = len(test_tokens)
-        if accelerator.is_main_process:
-            os.makedirs(args.output_dir, exist_ok=True)
-            write_token_predictions(
-                os.path.join(args.output_dir, "predict_results.txt"), test_tokens, test_predictions, test_references
-            )
-
-    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
-        save_model(accelerator, model, args.output_dir, tokenizer)
-    write_all_results(accelerator, args.output_dir, results)
-    if accelerator.is_main_process:
-        logger.info(f"Results: {json.dumps(results)}")
-    push_to_hub(accelerator, args)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+        results.update(predict_test_split(
+            model, predict_dataloader, accelerator, raw_datasets["test"], predict_dataset["word_ids"], text_column,
+            label_column, scheme, args.output_dir, args.return_entity_level_metrics,
+        ))
+    run.end(results)  # all_results.json again, Hub push, end the trackers
     return results
 
 

@@ -239,3 +239,48 @@ def test_a_tracker_that_is_not_installed_names_the_package(tmp_path, tiny_bert, 
                                          rf"\(`pip install {name}`\)"):
         run_glue.main([str(a) for a in argv])
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_log_final_metrics_reach_the_hparams_view_and_the_wandb_summary(tmp_path, wandb_env, monkeypatch):
+    """`common.tracking.log_final_metrics` in-process with both trackers (what the scripts call before
+    `end_training`): the HParams view pairs the flags with `final/<key>` metrics; the wandb summary gets `<key>`."""
+    import argparse
+
+    from accelerate import Accelerator
+    from accelerate.utils import ProjectConfiguration
+
+    from common.tracking import init_trackers, log_final_metrics, parse_report_to
+
+    for key, value in wandb_env.items():
+        monkeypatch.setenv(key, value)
+    out = tmp_path / "out"
+    args = argparse.Namespace(output_dir=str(out), with_tracking=True, report_to="all", learning_rate=1e-3,
+                              seed=None, hub_token=HUB_TOKEN, overwrite_output_dir=False, resume_from_checkpoint=None)
+    accelerator = Accelerator(log_with=parse_report_to("all"),
+                              project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out)))
+    init_trackers(accelerator, "tracking_test", args)
+    for step in (1, 2):
+        accelerator.log({"loss": 1.0 / step, "learning_rate": 0.5 * step}, step=step)
+    accelerator.log({"eval_accuracy": 0.625}, step=2)
+    results = {"eval_accuracy": 0.625, "eval_samples": 8, "train_loss": 0.75, "train_runtime": 1.5,
+               "predict_note": "skipped: not a number", "train_padding": None}
+    log_final_metrics(accelerator, args, results, step=2)
+    accelerator.end_training()
+
+    names, metrics, sessions = hparams_view(out)
+    assert sorted(metrics) == ["final/eval_accuracy", "final/eval_samples", "final/train_loss", "final/train_runtime"]
+    assert sorted(names) == ["learning_rate", "output_dir", "overwrite_output_dir", "report_to",
+                             "resume_from_checkpoint", "seed", "with_tracking"]  # no hub_token
+    ((hparams, metric_values, statuses),) = sessions
+    assert metric_values == {"final/eval_accuracy": 0.625, "final/eval_samples": 8.0, "final/train_loss": 0.75,
+                             "final/train_runtime": 1.5}
+    assert hparams["learning_rate"] == pytest.approx(1e-3) and hparams["seed"] == "None"
+    assert statuses == [1]  # api_pb2.STATUS_SUCCESS
+
+    (run_file,) = wandb_run_files(out)
+    config, history, summary = read_wandb_run(run_file)
+    assert {k: summary[k] for k in ("eval_accuracy", "eval_samples", "train_loss", "train_runtime")} == {
+        "eval_accuracy": 0.625, "eval_samples": 8, "train_loss": 0.75, "train_runtime": 1.5}
+    assert history == {1: {"loss": 1.0, "learning_rate": 0.5}, 2: {"loss": 0.5, "learning_rate": 1.0,
+                                                                   "eval_accuracy": 0.625}}
+    assert "hub_token" not in config

@@ -78,7 +78,8 @@ def init_trackers(accelerator, project_name, args):
 
     Every script calls it once, after its data, model and flags passed their checks and before the first
     step, so a bad input leaves an earlier run untouched. TensorBoard writes to `<output_dir>/<project_name>/`;
-    wandb writes under `<output_dir>/wandb/` (set `WANDB_MODE=offline` to run without an account).
+    wandb writes under `<output_dir>/wandb/` (set `WANDB_MODE=offline` to run without an account), in the wandb
+    project `WANDB_PROJECT` when set, else `project_name`.
     """
     from .launch import remove_previous_run  # common.launch imports this module
 
@@ -91,6 +92,16 @@ def init_trackers(accelerator, project_name, args):
     # an HParams experiment in a side folder that declares no metric, so the HParams view would never show the
     # run's results. `start_tensorboard_session` records the flags in the run's own folder instead, and
     # `log_final_metrics` adds the experiment with its metrics at the end.
+    wandb_project = os.environ.get("WANDB_PROJECT")
+    if wandb_project and accelerator.is_main_process:
+        # accelerate passes `project=project_name` to `wandb.init`, which then ignores WANDB_PROJECT; a
+        # ready-made tracker in `log_with` (accelerate's custom-tracker path) takes the user's project instead.
+        from accelerate.tracking import WandBTracker
+
+        accelerator.log_with = [
+            WandBTracker(wandb_project, dir=args.output_dir) if str(tracker) == "wandb" else tracker
+            for tracker in accelerator.log_with
+        ]
     with command_line_without_secrets(args):  # wandb stores sys.argv in the run's metadata
         accelerator.init_trackers(project_name, init_kwargs={"wandb": {"dir": args.output_dir}})
     for tracker in accelerator.trackers:  # empty on every process but the main one

@@ -476,3 +476,47 @@ def check_output_dir(args):
             f"--output_dir {output_dir}: cannot be created or written ({type(error).__name__}: "
             f"{error.strerror or error}); the model, checkpoints and results go there. Choose a writable folder."
         ) from error
+
+
+# ----- lengths: a flag is checked against the value it is used with, after capping -----
+# transformers' `tokenizer.model_max_length` when the tokenizer declares no limit is int(1e30).
+NO_LENGTH_LIMIT = int(1e29)
+
+
+def model_max_length(tokenizer, config=None):
+    """The longest sequence the model takes, in tokens: the smaller of `tokenizer.model_max_length` (when the
+    tokenizer declares one) and the config's `max_position_embeddings` (GPT-2's `n_positions`), the positions
+    its embeddings cover.
+
+    Returns:
+        int, or None when neither declares a limit (e.g. T5's relative positions with an unbounded tokenizer).
+    """
+    limits = []
+    tokenizer_max = getattr(tokenizer, "model_max_length", None)
+    if tokenizer_max is not None and tokenizer_max < NO_LENGTH_LIMIT:
+        limits.append(int(tokenizer_max))
+    if config is not None and getattr(config, "max_position_embeddings", None):
+        limits.append(int(config.max_position_embeddings))
+    return min(limits) if limits else None
+
+
+def capped_length(flag, requested, model_max, logger):
+    """The length a length flag (`--max_length`, `--max_seq_length`, `--max_source_length`, ...) is used with:
+    `requested`, capped at `model_max` with a warning naming the flag. Every check that involves the flag must
+    use this value, not the requested one (issue 19, kind 3).
+
+    Args:
+        flag: the flag's name with dashes, e.g. "--max_seq_length".
+        requested: the flag's value (int).
+        model_max: `model_max_length(...)`, or None (no cap).
+        logger: where the warning goes.
+
+    Returns:
+        int: min(requested, model_max).
+    """
+    if model_max is not None and requested > model_max:
+        logger.warning(
+            f"{flag} {requested} is longer than the model's maximum length ({model_max}); using {model_max}."
+        )
+        return model_max
+    return requested

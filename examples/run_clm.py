@@ -35,7 +35,7 @@ from transformers import (
 )
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-from common.args import add_common_args, positive_int, validate_common_args
+from common.args import add_common_args, capped_length, model_max_length, positive_int, validate_common_args
 from common.data import load_data_files
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
@@ -53,8 +53,6 @@ logger = get_logger(__name__)
 MODEL_TYPES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 # The default --block_size when none is given: long enough for most text, short enough for memory.
 DEFAULT_BLOCK_SIZE = 1024
-# transformers' "no limit" value of `tokenizer.model_max_length` (int(1e30)).
-NO_LENGTH_LIMIT = int(1e29)
 
 
 def percentage(value):
@@ -215,28 +213,42 @@ def resolve_block_size(requested, tokenizer, config):
 
     The maximum length is the smaller of `tokenizer.model_max_length` (when set) and the config's
     `max_position_embeddings` (GPT-2's `n_positions`), the longest sequence the position embeddings
-    cover. A `requested` size above it is capped, with a warning; without a request the size is
-    min(model maximum, 1024), as in the transformers example.
+    cover (`common.args.model_max_length`). A `requested` size above it is capped, with a warning; without
+    a request the size is min(model maximum, 1024), as in the transformers example. Checks that involve
+    the block size (`check_blocks`) use the returned value.
 
     Returns:
         int, the block size in tokens.
     """
-    limits = []
-    if tokenizer.model_max_length is not None and tokenizer.model_max_length < NO_LENGTH_LIMIT:
-        limits.append(tokenizer.model_max_length)
-    if getattr(config, "max_position_embeddings", None):
-        limits.append(config.max_position_embeddings)
-    model_max = min(limits) if limits else None
+    model_max = model_max_length(tokenizer, config)
     if requested is None:
         block_size = min(DEFAULT_BLOCK_SIZE, model_max or DEFAULT_BLOCK_SIZE)
         logger.info(f"--block_size not given: using {block_size} (model maximum {model_max}).")
         return block_size
-    if model_max is not None and requested > model_max:
-        logger.warning(
-            f"--block_size {requested} is longer than the model's maximum length ({model_max}); using {model_max}."
+    return capped_length("--block_size", requested, model_max, logger)
+
+
+def check_sample_prompt(args, tokenizer, config):
+    """Checks before training that `--sample_prompt` can be continued after it: its tokens plus
+    `--sample_max_new_tokens` must fit the model's maximum length (GPT-2's position embeddings raise an
+    IndexError beyond it, after the whole training), and the prompt must give at least one token.
+
+    Raises:
+        ValueError: naming --sample_prompt, --sample_max_new_tokens, the token counts and the maximum.
+    """
+    if not args.sample_prompt:
+        return
+    prompt_tokens = len(tokenizer(args.sample_prompt)["input_ids"])
+    if prompt_tokens == 0:
+        raise ValueError(f"--sample_prompt {args.sample_prompt!r}: the tokenizer makes no token of it; give text.")
+    model_max = model_max_length(tokenizer, config)
+    if model_max is not None and prompt_tokens + args.sample_max_new_tokens > model_max:
+        raise ValueError(
+            f"--sample_prompt ({prompt_tokens} tokens) + --sample_max_new_tokens {args.sample_max_new_tokens} = "
+            f"{prompt_tokens + args.sample_max_new_tokens} tokens, longer than the model's maximum length "
+            f"({model_max}); the sample after training would fail. Shorten the prompt or lower "
+            "--sample_max_new_tokens."
         )
-        return model_max
-    return requested
 
 
 def group_texts(examples, block_size):
@@ -463,7 +475,8 @@ def load_model_and_tokenizer(args):
 
     Raises:
         ValueError: naming --config_overrides when a key is not in the config (see
-            `common.tasks.config_overrides.apply_config_overrides`).
+            `common.tasks.config_overrides.apply_config_overrides`), or --sample_prompt when the sample after
+            training could not be generated (`check_sample_prompt`).
     """
     common = {"trust_remote_code": args.trust_remote_code}
     gguf = {"gguf_file": args.gguf_file} if args.gguf_file else {}
@@ -504,6 +517,7 @@ def load_model_and_tokenizer(args):
     embedding_size = model.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > embedding_size:
         model.resize_token_embeddings(len(tokenizer))
+    check_sample_prompt(args, tokenizer, model.config)  # before training, not after it
     return config, tokenizer, model
 
 

@@ -30,7 +30,7 @@ from transformers import (
     default_data_collator,
 )
 
-from common.args import add_common_args, validate_common_args
+from common.args import add_common_args, capped_length, model_max_length, validate_common_args
 from common.data import load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
@@ -226,17 +226,20 @@ def align_labels(args, config, label_list):
 
 
 def preprocess(args, raw_datasets, tokenizer, text_columns, label_column, label_to_id, accelerator):
-    """Tokenises the text columns and maps labels to ids.
+    """Tokenises the text columns (at most --max_length tokens, capped at the tokenizer's `model_max_length`)
+    and maps labels to ids.
 
     Returns:
         (train_dataset, eval_dataset, predict_dataset); each may be None when its split is absent.
         Rows: input_ids, attention_mask (and token_type_ids), labels (not for predict).
     """
     padding = "max_length" if args.pad_to_max_length else False
+    # Longer than the position embeddings would fail inside the model: capped, with a warning.
+    max_length = capped_length("--max_length", args.max_length, model_max_length(tokenizer), logger)
 
     def tokenize(examples):
         texts = [examples[c] for c in text_columns]
-        result = tokenizer(*texts, padding=padding, max_length=args.max_length, truncation=True)
+        result = tokenizer(*texts, padding=padding, max_length=max_length, truncation=True)
         if label_column in examples:
             if label_to_id is None:  # regression
                 result["labels"] = [float(v) for v in examples[label_column]]

@@ -34,7 +34,7 @@ from transformers import (
     default_data_collator,
 )
 
-from common.args import add_common_args, validate_common_args
+from common.args import add_common_args, capped_length, model_max_length, validate_common_args
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
@@ -400,10 +400,12 @@ def preprocess(args, raw_datasets, tokenizer, text_column, label_column, label_t
     """
     padding = "max_length" if args.pad_to_max_length else False
     continuation = continuation_ids(label_to_id) if args.label_all_tokens else None
+    # Longer than the position embeddings would fail inside the model: capped, with a warning.
+    max_length = capped_length("--max_length", args.max_length, model_max_length(tokenizer), logger)
 
     def tokenize(examples, indices, labelled):
         result = tokenizer(
-            examples[text_column], is_split_into_words=True, truncation=True, max_length=args.max_length,
+            examples[text_column], is_split_into_words=True, truncation=True, max_length=max_length,
             padding=padding,
         )
         if labelled:
@@ -439,7 +441,7 @@ def preprocess(args, raw_datasets, tokenizer, text_column, label_column, label_t
             total = sum(len(tokens) for tokens in raw_datasets[split][text_column])
             if seen < total:
                 logger.warning(
-                    f"{split}: {total - seen} of {total} words lie past --max_length {args.max_length} (or tokenise "
+                    f"{split}: {total - seen} of {total} words lie past --max_length {max_length} (or tokenise "
                     "to nothing); they count as predicted 'O'. Raise --max_length to score them."
                 )
     return processed

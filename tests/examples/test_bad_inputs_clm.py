@@ -171,3 +171,12 @@ def test_bad_input_exits_non_zero_under_accelerate_launch(tokenizer_dir, good, f
     assert result.returncode != 0
     assert "could not be read as TXT" in result.stdout
     assert snapshot(finished_run) == before
+
+
+def test_sample_prompt_longer_than_the_model_is_refused_before_training(tokenizer_dir, good, finished_run, capsys):
+    """Issue 19, kind 1: GPT-2 cannot continue beyond its 64 positions; the greedy sample after training failed with
+    an IndexError. The prompt's token count is the tokenizer's (hand-counted: none is 0, so it is at least 1)."""
+    argv = base(tokenizer_dir, good["train"], good["validation"], finished_run, "--sample_prompt", "the",
+                "--sample_max_new_tokens", "64")
+    assert_rejected(run_clm.main, argv, r"--sample_prompt \(\d+ tokens\) \+ --sample_max_new_tokens 64 = \d+ tokens, "
+                                        r"longer than the model's maximum length \(64\)", finished_run, capsys)

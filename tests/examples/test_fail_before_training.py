@@ -3,8 +3,9 @@ the last step never loses the trained model.
 
 Each script runs in this process (`main(argv)`, as the bad-input catalogue does: no launcher start-up) on its
 tiny model and data for a few optimizer steps. The injected failure is a prediction file that cannot be written
-(a folder of that name in --output_dir): the run must fail, and --output_dir must still hold the trained model
-(`from_pretrained` loads it, with the weights of the last step, not those it started from) and all_results.json.
+(a folder of that name in --output_dir; run_clm, which writes none: its sample after training fails): the run must
+fail, and --output_dir must still hold the trained model (`from_pretrained` loads it, with the weights of the last
+step's checkpoint) and all_results.json.
 """
 
 import csv
@@ -12,9 +13,15 @@ import json
 
 import pytest
 import torch
+import train_tokenizer
 from accelerate.state import AcceleratorState
+from safetensors.torch import load_file
+from test_run_clm import corpus_lines
+from test_run_ner import ner_data, tiny_ner_bert  # noqa: F401 (fixtures)
 
+import run_clm
 import run_glue
+import run_ner
 
 TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
          "--seed", "1"]
@@ -28,16 +35,17 @@ def run_main(main, argv):
         AcceleratorState._reset_state()
 
 
-def assert_trained_model_kept(out, model_class, start_from, steps):
-    """--output_dir holds all_results.json (with `steps` optimizer steps) and a model that `model_class` loads,
-    whose weights moved away from those of `start_from` (the trained model, not the initial one)."""
+def assert_trained_model_kept(out, model_class, steps):
+    """--output_dir holds all_results.json (with `steps` optimizer steps) and a model that `model_class` loads
+    with the weights of the last step: those of the run's own `step_{steps}` checkpoint (written by
+    `accelerator.save_state`), not the weights the run started from."""
     results = json.loads((out / "all_results.json").read_text())
     assert results["train_steps"] == steps
-    trained = model_class.from_pretrained(out)
-    initial = model_class.from_pretrained(start_from)
-    trained_embeddings = trained.get_input_embeddings().weight
-    assert trained_embeddings.shape == initial.get_input_embeddings().weight.shape
-    assert not torch.equal(trained_embeddings, initial.get_input_embeddings().weight)
+    state = model_class.from_pretrained(out).state_dict()
+    trained = load_file(out / f"step_{steps}" / "model.safetensors")
+    shared = [name for name in trained if name in state]
+    assert len(shared) >= len(trained) - 1  # save_pretrained may drop one tied output projection
+    assert all(torch.equal(state[name], trained[name]) for name in shared)
     return results
 
 
@@ -85,5 +93,54 @@ def test_glue_failure_after_training_keeps_the_trained_model(tmp_path, tiny_bert
     (out / "predict_results.txt").mkdir(parents=True)  # the prediction file cannot be written
     with pytest.raises(IsADirectoryError, match="predict_results.txt"):
         run_main(run_glue.main, glue_argv(tiny_bert, classification_data, out, "--test_file", glue_test_file,
-                                          "--max_train_steps", "3", "--overwrite_output_dir"))
-    assert_trained_model_kept(out, AutoModelForSequenceClassification, tiny_bert, steps=3)
+                                          "--max_train_steps", "3", "--checkpointing_steps", "3",
+                                          "--overwrite_output_dir"))
+    assert_trained_model_kept(out, AutoModelForSequenceClassification, steps=3)
+
+
+# ------------------------------------------------------------------------------------------------ run_ner
+def test_ner_failure_after_training_keeps_the_trained_model(tmp_path, ner_data, tiny_ner_bert):  # noqa: F811
+    from transformers import AutoModelForTokenClassification
+
+    directory, _ = ner_data
+    out = tmp_path / "out"
+    (out / "predict_results.txt").mkdir(parents=True)  # the test split's predictions cannot be written
+    with pytest.raises(IsADirectoryError, match="predict_results.txt"):
+        run_main(run_ner.main, ["--model_name_or_path", tiny_ner_bert, "--train_file", directory / "train.jsonl",
+                                "--validation_file", directory / "validation.jsonl", "--test_file",
+                                directory / "test.jsonl", "--output_dir", out, "--overwrite_output_dir", *TRAIN,
+                                "--max_train_steps", "3", "--checkpointing_steps", "3"])
+    assert_trained_model_kept(out, AutoModelForTokenClassification, steps=3)
+
+
+# ------------------------------------------------------------------------------------------------ run_clm
+TINY_GPT2 = ["--model_type", "gpt2", "--config_overrides", "n_embd=32,n_layer=2,n_head=2,n_positions=64"]
+
+
+@pytest.fixture(scope="module")
+def clm_files(tmp_path_factory):
+    """A byte-level BPE tokenizer and train/validation text files (the corpus of test_run_clm)."""
+    directory = tmp_path_factory.mktemp("clm")
+    train_tokenizer.train_byte_level_bpe([line + "\n" for line in corpus_lines(200, seed=0)], vocab_size=300,
+                                         model_max_length=128, output_dir=directory / "tokenizer")
+    for split, seed, n in (("train", 1, 60), ("validation", 2, 30)):
+        (directory / f"{split}.txt").write_text("\n".join(corpus_lines(n, seed=seed)) + "\n")
+    return directory
+
+
+def test_clm_failure_after_training_keeps_the_trained_model(tmp_path, clm_files, monkeypatch):
+    """run_clm writes no prediction file: the failure is injected into the greedy sample after training (the one
+    step that runs after the save), standing for any error there."""
+    from transformers import AutoModelForCausalLM
+
+    def failing_sample(*args, **kwargs):
+        raise RuntimeError("injected failure after the last step")
+
+    monkeypatch.setattr(run_clm, "generate_sample", failing_sample)
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="injected failure after the last step"):
+        run_main(run_clm.main, [*TINY_GPT2, "--tokenizer_name", clm_files / "tokenizer", "--train_file",
+                                clm_files / "train.txt", "--validation_file", clm_files / "validation.txt",
+                                "--block_size", "16", "--output_dir", out, *TRAIN, "--max_train_steps", "3",
+                                "--checkpointing_steps", "3", "--sample_prompt", "the"])
+    assert_trained_model_kept(out, AutoModelForCausalLM, steps=3)

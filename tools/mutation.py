@@ -80,14 +80,18 @@ PRAGMA = "# pragma: no mutate block"
 # Read-only folders of the checkout that tests may read through conftest's REPO.
 LINKED_FOLDERS = ("configs", "data")
 
-# Appended to the workspace's tests/conftest.py. `evaluate.load(<folder>)` imports a metric module from a
-# copy in its cache under another module name, where mutmut's trampolines (which dispatch on the module name)
-# would never switch a mutant on; this makes it import the module of the (mutated) `common` package instead.
-EVALUATE_SHIM = '''
-# Written by tools/mutation.py (workspace only): evaluate metric modules are imported from the `common`
-# package, under their package name, so that mutmut can switch their mutants on.
-import importlib
-import os
+# Appended to the workspace's tests/conftest.py (the checkout's tests are not changed):
+# 1. `evaluate.load(<folder>)` imports a metric module from a copy in its cache under another module name, where
+#    mutmut's trampolines (which dispatch on the module name) would never switch a mutant on; metric modules are
+#    imported from the (mutated) `common` package instead.
+# 2. While mutmut records which tests run which function ("stats"), a subprocess started by a test (a script
+#    launch, a copied project) would try to record too and fail outside the workspace: it runs the original
+#    functions instead. While a mutant is tested, subprocesses run it as well (the variable is kept).
+WORKSPACE_CONFTEST = '''
+# ---- written by tools/mutation.py (workspace only) ----
+import importlib as _importlib
+import os as _os
+import subprocess as _subprocess
 
 try:
     import evaluate.loading as _evaluate_loading
@@ -103,8 +107,8 @@ if _evaluate_loading is not None:
             import common.metrics
 
             name = parts[-1]
-            if os.path.isfile(os.path.join(common.metrics.METRICS_DIR, name, name + ".py")):
-                module = importlib.import_module(f"common.metrics.{name}.{name}")
+            if _os.path.isfile(_os.path.join(common.metrics.METRICS_DIR, name, name + ".py")):
+                module = _importlib.import_module(f"common.metrics.{name}.{name}")
                 for obj in vars(module).values():
                     if isinstance(obj, type) and issubclass(obj, _evaluate_loading.EvaluationModule) and (
                             obj.__module__ == module.__name__):
@@ -112,6 +116,19 @@ if _evaluate_loading is not None:
         return _original_import_main_class(module_path)
 
     _evaluate_loading.import_main_class = _import_main_class_from_common
+
+_original_popen_init = _subprocess.Popen.__init__
+
+
+def _popen_init_without_stats(self, *args, **kwargs):
+    if _os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        env = dict(kwargs.get("env") or _os.environ)
+        env.pop("MUTANT_UNDER_TEST", None)
+        kwargs["env"] = env
+    _original_popen_init(self, *args, **kwargs)
+
+
+_subprocess.Popen.__init__ = _popen_init_without_stats
 '''
 
 
@@ -239,7 +256,7 @@ def build_workspace(targets):
             path = WORKSPACE / workspace_path(target["file"])
             path.write_text(mark_functions_not_to_mutate(path.read_text(), target["functions"], target["file"]))
     conftest = WORKSPACE / "tests" / "conftest.py"
-    conftest.write_text(conftest.read_text() + EVALUATE_SHIM)
+    conftest.write_text(conftest.read_text() + WORKSPACE_CONFTEST)
     tests = sorted({t for target in targets for t in target["tests"]})
     settings = {
         "source_paths": ["src"],

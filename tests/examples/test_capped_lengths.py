@@ -1,0 +1,63 @@
+"""Issue 19, kind 3: a length flag is used at its value capped by the model's maximum length, and every check
+that involves it uses that value, not the one given.
+
+Each script runs in this process (`main(argv)`) on its tiny model (128 positions, tokenizer `model_max_length`
+128) with a length flag above that maximum and one example longer than the maximum: the run trains, warns once
+with the capped value, and does not crash inside the position embeddings (which it did, at the first step, for
+run_glue and run_ner, whose --max_length was not capped at all).
+"""
+
+import csv
+import json
+import logging
+
+from accelerate.state import AcceleratorState
+from test_run_ner import ner_data, tiny_ner_bert  # noqa: F401 (fixtures)
+
+import run_glue
+import run_ner
+
+TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
+         "--seed", "1", "--max_train_steps", "2"]
+LONG = " ".join(["good"] * 150 + ["film"] * 50)  # 200 words: at least 200 tokens
+
+
+def run_main(main, argv):
+    try:
+        return main([str(a) for a in argv])
+    finally:
+        AcceleratorState._reset_state()
+
+
+def test_glue_max_length_above_the_model_maximum_is_capped(tmp_path, tiny_bert, classification_data, caplog):
+    with open(classification_data["train"]) as f:
+        rows = list(csv.DictReader(f))[:16]
+    rows[0]["sentence1"] = LONG
+    train = tmp_path / "train.csv"
+    with open(train, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with caplog.at_level(logging.WARNING):
+        results = run_main(run_glue.main, ["--model_name_or_path", tiny_bert, "--train_file", train,
+                                           "--validation_file", train, "--output_dir", tmp_path / "out",
+                                           "--max_length", "300", *TRAIN])
+    assert "--max_length 300 is longer than the model's maximum length (128); using 128." in caplog.text
+    assert results["train_steps"] == 2 and results["eval_samples"] == 16
+
+
+def test_ner_max_length_above_the_model_maximum_is_capped(tmp_path, ner_data, tiny_ner_bert, caplog):  # noqa: F811
+    directory, _ = ner_data
+    lines = (directory / "train.jsonl").read_text().splitlines()[:16]
+    words = LONG.split()
+    lines[0] = json.dumps({"id": "0", "tokens": words, "ner_tags": ["O"] * len(words)})
+    train = tmp_path / "train.jsonl"
+    train.write_text("\n".join(lines) + "\n")
+    with caplog.at_level(logging.WARNING):
+        results = run_main(run_ner.main, ["--model_name_or_path", tiny_ner_bert, "--train_file", train,
+                                          "--validation_file", train, "--output_dir", tmp_path / "out",
+                                          "--max_length", "300", *TRAIN])
+    assert "--max_length 300 is longer than the model's maximum length (128); using 128." in caplog.text
+    # The long sentence's words past 126 sub-words (128 minus [CLS] and [SEP]) count as predicted 'O'.
+    assert "words lie past --max_length 128" in caplog.text
+    assert results["train_steps"] == 2

@@ -21,16 +21,14 @@ import argparse
 import gzip
 import json
 import os
-import time
 from pathlib import Path
 
 import datasets
 import sacrebleu
 import torch
+from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
-from accelerate.utils import DistributedDataParallelKwargs
-from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
+from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
 from transformers import (
     AutoTokenizer,
     DataCollatorForSeq2Seq,
@@ -38,19 +36,14 @@ from transformers import (
 )
 
 from common.args import add_common_args, check_output_dir, positive_int, validate_common_args
-from common.checkpointing import (
-    checkpoint_completed_steps,
-    resolve_checkpoint,
-    resume_position,
-    save_checkpoint,
-)
 from common.data import load_data_files, require_columns
+from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
-from common.launch import build_accelerator, setup_logging
-from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
-from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
-from common.saving import push_to_hub, save_model, write_all_results
+from common.launch import setup_run
+from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.preemption import sigterm_checkpointing
+from common.run import TrainingRun
+from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_text_predictions
 from common.tasks.seq2seq import (
     MODEL_TYPES,
@@ -59,7 +52,6 @@ from common.tasks.seq2seq import (
     load_seq2seq_model,
     train_seq2seq_tokenizer,
 )
-from common.throughput import count_tokens, throughput_metrics
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
@@ -547,6 +539,42 @@ def preprocess(args, raw_datasets, tokenizer, source_key, target_key, accelerato
     return processed
 
 
+def load_model_and_tokenizer(args, raw_datasets, source_key, target_key, accelerator):
+    """The tokenizer (`load_tokenizer`) and the seq2seq model (`common.tasks.seq2seq.load_seq2seq_model`: the
+    checkpoint, or a new model from --model_type/--config_name), with the language codes of mBART / M2M100 /
+    NLLB tokenizers set (`set_language_codes`) and the decoder's start token checked.
+
+    Returns:
+        (model, tokenizer).
+
+    Raises:
+        ValueError: see `load_tokenizer`, `set_language_codes` and `check_decoder_start_token_id`.
+    """
+    tokenizer = load_tokenizer(args, raw_datasets, source_key, target_key, accelerator)
+    model = load_seq2seq_model(args, tokenizer)
+    set_language_codes(args, tokenizer, model)
+    check_decoder_start_token_id(model, tokenizer)
+    if args.source_prefix is None and args.model_name_or_path and model.config.model_type == "t5":
+        logger.warning(
+            "You're running a T5 checkpoint without --source_prefix; T5 was trained with task prefixes such as "
+            "--source_prefix 'translate English to German: '."
+        )
+    return model, tokenizer
+
+
+def generation_kwargs(args):
+    """Keyword arguments of `model.generate` for the validation and test translations.
+
+    Returns:
+        {"max_length": --val_max_target_length} plus "num_beams" when --num_beams is given (otherwise the
+        model's generation config decides, often greedy).
+    """
+    gen_kwargs = {"max_length": args.val_max_target_length}
+    if args.num_beams is not None:
+        gen_kwargs["num_beams"] = args.num_beams
+    return gen_kwargs
+
+
 def compute_metrics(predictions, references):
     """Corpus BLEU (Papineni et al., 2002) and chrF (Popović, 2015), as computed by sacreBLEU (Post, 2018)
     with its default settings (BLEU: 13a tokenisation, exponential smoothing; chrF: character 6-grams,
@@ -564,6 +592,20 @@ def compute_metrics(predictions, references):
         "bleu": sacrebleu.corpus_bleu(predictions, [references]).score,
         "chrf": sacrebleu.corpus_chrf(predictions, [references]).score,
     }
+
+
+def copy_source_bleu(validation, source_key, target_key):
+    """Baseline: BLEU of the source sentences themselves as translations (names and numbers often carry over),
+    the floor a trained model must clear.
+
+    Args:
+        validation: the raw validation `Dataset` (`translation` column of {language: text} dicts).
+
+    Returns:
+        float, sacreBLEU corpus BLEU on a 0-100 scale (see `compute_metrics`).
+    """
+    pairs = validation["translation"]
+    return compute_metrics([pair[source_key] for pair in pairs], [pair[target_key] for pair in pairs])["bleu"]
 
 
 def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
@@ -601,206 +643,103 @@ def load_tokenizer(args, raw_datasets, source_key, target_key, accelerator):
 
 
 def training_function(args):
-    kwargs_handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if (
-        args.ddp_find_unused_parameters) else []
-    accelerator = build_accelerator(args, kwargs_handlers=kwargs_handlers)
-    setup_logging(accelerator, logger)
+    """Trains (or fine-tunes) the seq2seq model on the parallel data, translating the validation sources after
+    every epoch; saves the model and tokenizer, `all_results.json`, `eval_history.jsonl`,
+    `generated_predictions.txt` (the last evaluation's translations) and, with test data,
+    `predict_generated_predictions.txt` in `--output_dir`.
+
+    Returns:
+        the `all_results.json` dict.
+    """
+    # The launch config decides devices and processes; these arguments decide accumulation, precision and
+    # trackers. `use_seedable_sampler`: an epoch's order depends on (seed, epoch) only, so resumes are exact.
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        log_with=parse_report_to(args.report_to) if args.with_tracking else None,
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+        # --ddp_find_unused_parameters: DDP then accepts parameters outside the loss (an untied BART's `shared`).
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=args.ddp_find_unused_parameters)],
+    )
+    setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
     raw_datasets, source_key, target_key = load_raw_datasets(args)
-    tokenizer = load_tokenizer(args, raw_datasets, source_key, target_key, accelerator)
-    model = load_seq2seq_model(args, tokenizer)
-    set_language_codes(args, tokenizer, model)
-    check_decoder_start_token_id(model, tokenizer)
-    if args.source_prefix is None and args.model_name_or_path and model.config.model_type == "t5":
-        logger.warning(
-            "You're running a T5 checkpoint without --source_prefix; T5 was trained with task prefixes such as "
-            "--source_prefix 'translate English to German: '."
-        )
-
+    model, tokenizer = load_model_and_tokenizer(args, raw_datasets, source_key, target_key, accelerator)
     processed = preprocess(args, raw_datasets, tokenizer, source_key, target_key, accelerator)
-    train_dataset, eval_dataset, predict_dataset = (processed.get(s) for s in SPLITS)
+    train_dataset, eval_dataset, predict_dataset = (processed.get(split) for split in SPLITS)
     # BLEU is computed against the raw reference text, not the decoded (truncated, normalised) labels.
     eval_references = [pair[target_key] for pair in raw_datasets["validation"]["translation"]]
-    eval_sources = [pair[source_key] for pair in raw_datasets["validation"]["translation"]]
-
-    if args.pad_to_max_length:
-        data_collator = default_data_collator
-    else:
-        # Pads inputs with the pad token and labels with -100 (or the pad token), and builds
-        # decoder_input_ids from the labels; multiples of 8 (the default under fp16/bf16, or
-        # --pad_to_multiple_of) let mixed-precision matmuls use tensor cores.
-        data_collator = DataCollatorForSeq2Seq(
-            tokenizer,
-            model=model,
-            label_pad_token_id=-100 if args.ignore_pad_token_for_loss else tokenizer.pad_token_id,
-            pad_to_multiple_of=padding_multiple(args, accelerator),
-        )
-    # --group_by_length: batches of sources of similar length (less padding); otherwise a plain shuffle.
-    train_sampler = build_train_sampler(args, train_dataset, accelerator)
-    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
-    # so the dropout masks after a resume are those of the uninterrupted run.
-    train_dataloader = DataLoader(
-        train_dataset,
-        shuffle=train_sampler is None,
-        sampler=train_sampler,
-        collate_fn=data_collator,
-        batch_size=args.per_device_train_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
-    ) if train_dataset is not None else None
-    eval_dataloader = DataLoader(
-        eval_dataset,
-        collate_fn=data_collator,
-        batch_size=args.per_device_eval_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
+    # Pads inputs with the pad token and labels with -100 (or the pad token), builds decoder_input_ids from the
+    # labels; multiples of 8 under mixed precision (tensor cores), unless --pad_to_max_length padded everything.
+    data_collator = default_data_collator if args.pad_to_max_length else DataCollatorForSeq2Seq(
+        tokenizer, model=model, label_pad_token_id=-100 if args.ignore_pad_token_for_loss else tokenizer.pad_token_id,
+        pad_to_multiple_of=padding_multiple(args, accelerator),
     )
+    # --group_by_length groups sources of similar length (less padding); otherwise a seeded shuffle.
+    train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
+    eval_dataloader = build_eval_dataloader(args, eval_dataset, data_collator)
 
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
-    # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
-    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
-    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
-        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
-    )
+    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+    plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
-        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
 
     model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
-    if train_dataloader is not None and len(train_dataloader) != num_batches:
-        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
+    init_trackers(accelerator, "translation_no_trainer", args)  # the run's flags; logged steps = optimizer steps
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
+        accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
+        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
+    gen_kwargs = generation_kwargs(args)
 
-    # Trackers store the run's flags; the step unit of every logged value is `completed_steps`.
-    init_trackers(accelerator, "translation_no_trainer", args)
-    gen_kwargs = {"max_length": args.val_max_target_length}
-    if args.num_beams is not None:  # otherwise the model's generation config decides
-        gen_kwargs["num_beams"] = args.num_beams
-
-    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
-    logger.info("***** Running training *****")
-    logger.info(f"  Num examples = {len(train_dataset) if train_dataset is not None else 0}")
-    logger.info(f"  Num epochs = {num_train_epochs}")
-    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
-    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
-    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
-    logger.info(f"  Total optimization steps = {max_train_steps}")
-
-    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
-    if args.resume_from_checkpoint:
-        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
-        if checkpoint is None:
-            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
-        else:
-            logger.info(f"Resuming from {checkpoint}")
-            accelerator.load_state(str(checkpoint))
-            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
-            starting_epoch, batches_to_skip = resume_position(
-                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
-            )
-
-    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
-    progress_bar.update(completed_steps)
-    num_samples = num_tokens = num_padding = 0
-    train_loss, train_micro_batches = 0.0, 0
-    eval_metrics = translations = None
-    train_start = time.perf_counter()
-
-    for epoch in range(starting_epoch, num_train_epochs):
-        if completed_steps >= max_train_steps:
-            break
+    eval_metrics = None
+    for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # The shuffling order of an epoch depends on (seed, epoch) only; set it explicitly so that a
-        # resumed run (whose skipping DataLoader is a new object) replays the same order.
+        # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
+        # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
         train_dataloader.set_epoch(epoch)
-        if epoch == starting_epoch and batches_to_skip > 0:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
-            active_dataloader.set_epoch(epoch)
-        else:
-            active_dataloader = train_dataloader
-        epoch_loss = torch.zeros((), device=accelerator.device)
-        epoch_micro_batches = 0
+        # Resuming mid-epoch: skip the batches already trained on.
+        skip = run.batches_to_skip if epoch == run.starting_epoch else 0
+        active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
         for batch in active_dataloader:
-            tokens, padding = count_tokens(batch)
-            num_samples += batch["input_ids"].shape[0]
-            num_tokens += tokens
-            num_padding += padding
-            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step
-            # only every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
+            # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
                 outputs = model(**batch)
                 loss = outputs.loss
-                if args.label_smoothing_factor > 0:
+                if args.label_smoothing_factor > 0:  # label-smoothed cross-entropy of the logits instead
                     loss = label_smoothed_loss(outputs.logits, batch["labels"], args.label_smoothing_factor)
                 accelerator.backward(loss)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-            epoch_loss += loss.detach()
-            epoch_micro_batches += 1
-
-            if accelerator.sync_gradients:  # an optimizer step happened
-                completed_steps += 1
-                progress_bar.update(1)
-                if args.with_tracking:
-                    accelerator.log(
-                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": loss.item()}, step=completed_steps
-                    )
-                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
-                    save_checkpoint(
-                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
-                        args.checkpoints_total_limit,
-                    )
-                if preemption_requested(accelerator):  # SIGTERM: save step_N, exit 75 (common/preemption.py)
-                    exit_preempted(accelerator, logger, args, completed_steps, epoch)
-                if completed_steps >= max_train_steps:
-                    break
-
-        train_loss += epoch_loss.item()
-        train_micro_batches += epoch_micro_batches
-        eval_metrics, translations = evaluate(
-            model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references
-        )
-        logger.info(f"epoch {epoch}: {eval_metrics}")
-        if args.with_tracking:
-            accelerator.log(
-                {
-                    **{f"eval_{k}": v for k, v in eval_metrics.items()},
-                    "train_loss": epoch_loss.item() / max(epoch_micro_batches, 1),
-                    "epoch": epoch,
-                },
-                step=completed_steps,
-            )
-        if args.checkpointing_steps == "epoch":
-            save_checkpoint(
-                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
-            )
-    train_seconds = time.perf_counter() - train_start
+            run.record_micro_batch(batch, loss)
+            # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
+            if accelerator.sync_gradients and run.after_optimizer_step(epoch):
+                break
+        eval_metrics, translations = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs,
+                                              eval_references)
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
-        eval_metrics, translations = evaluate(
-            model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references
-        )
-        logger.info(f"evaluation: {eval_metrics}")
-
-    results = {f"eval_{k}": v for k, v in eval_metrics.items()}
-    # Baseline: the source sentence itself as the translation (names and numbers often carry over).
-    results["eval_copy_source_bleu"] = compute_metrics(eval_sources, eval_references)["bleu"]
+        eval_metrics, translations = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs,
+                                              eval_references)
+    results = run.results(eval_metrics)
     results["eval_samples"] = len(eval_dataset)
-    results["train_steps"] = completed_steps
-    results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
-    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
-    if accelerator.is_main_process:
-        os.makedirs(args.output_dir, exist_ok=True)
-        write_text_predictions(os.path.join(args.output_dir, "generated_predictions.txt"), translations)
+    results["eval_copy_source_bleu"] = copy_source_bleu(raw_datasets["validation"], source_key, target_key)
+    run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
-    if predict_dataset is not None:
-        predict_dataloader = accelerator.prepare(
-            DataLoader(predict_dataset, collate_fn=data_collator, batch_size=args.per_device_eval_batch_size)
-        )
+    if accelerator.is_main_process:
+        write_text_predictions(os.path.join(args.output_dir, "generated_predictions.txt"), translations)
+    if predict_dataset is not None:  # translate the test sources; score them when the test data has references
+        predict_dataloader = accelerator.prepare(build_eval_dataloader(args, predict_dataset, data_collator))
         test_translations, _ = generate_texts(model, predict_dataloader, accelerator, tokenizer, gen_kwargs)
         test_pairs = raw_datasets["test"]["translation"]
         if target_key is not None and all(isinstance(pair.get(target_key), str) for pair in test_pairs):
@@ -808,18 +747,9 @@ def training_function(args):
             results.update({f"predict_{k}": v for k, v in test_metrics.items()})
         results["predict_samples"] = len(predict_dataset)
         if accelerator.is_main_process:
-            write_text_predictions(
-                os.path.join(args.output_dir, "predict_generated_predictions.txt"), test_translations
-            )
-
-    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
-        save_model(accelerator, model, args.output_dir, tokenizer)
-    write_all_results(accelerator, args.output_dir, results)
-    if accelerator.is_main_process:
-        logger.info(f"Results: {results}")
-    push_to_hub(accelerator, args)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+            write_text_predictions(os.path.join(args.output_dir, "predict_generated_predictions.txt"),
+                                   test_translations)
+    run.end(results)  # all_results.json again, Hub push, end the trackers
     return results
 
 

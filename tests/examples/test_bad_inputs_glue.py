@@ -216,3 +216,25 @@ def test_float_labels_on_a_checkpoint_with_a_classification_head(two_class_check
     assert_rejected(argv, r"--model_name_or_path .* has a trained BertForSequenceClassification head with 2 "
                           r"output\(s\), but the data needs 1 output \(float labels: regression\)\. Pass "
                           r"--ignore_mismatched_sizes", finished_run, capsys)
+
+
+# Issue 19, kind 1: known before any data is loaded, not after training.
+def test_output_dir_naming_a_file(tiny_bert, files, finished_run, tmp_path, capsys):
+    target = write(tmp_path, "model.bin", b"not a folder")
+    argv = base(tiny_bert, files, finished_run)
+    argv[argv.index("--output_dir") + 1] = target
+    assert_rejected(argv, r"--output_dir .*model\.bin: this is a file, not a folder", finished_run, capsys)
+    assert target.read_bytes() == b"not a folder"
+
+
+def test_output_dir_under_a_file_cannot_be_created(tiny_bert, files, finished_run, tmp_path, capsys):
+    argv = base(tiny_bert, files, finished_run)
+    argv[argv.index("--output_dir") + 1] = write(tmp_path, "blocker", b"x") / "out"
+    assert_rejected(argv, r"--output_dir .*blocker/out: cannot be created or written \(NotADirectoryError",
+                    finished_run, capsys)
+
+
+def test_push_to_hub_while_offline(tiny_bert, files, finished_run, capsys):
+    assert_rejected(base(tiny_bert, files, finished_run, "--push_to_hub"),
+                    r"--push_to_hub: the Hugging Face Hub is switched off in this process \(HF_HUB_OFFLINE=1\)",
+                    finished_run, capsys)

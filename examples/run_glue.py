@@ -40,6 +40,7 @@ from common.preemption import sigterm_checkpointing
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks import labels as task_labels
+from common.tasks.predictions import write_label_predictions
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
@@ -493,11 +494,8 @@ def training_function(args):
         predict_dataloader = accelerator.prepare(build_eval_dataloader(args, predict_dataset, data_collator))
         test_predictions, _ = predict(model, predict_dataloader, accelerator, is_regression)
         if accelerator.is_main_process:
-            id2label = accelerator.unwrap_model(model).config.id2label
-            with open(os.path.join(args.output_dir, "predict_results.txt"), "w") as f:
-                f.write("index\tprediction\n")
-                for index, value in enumerate(test_predictions):
-                    f.write(f"{index}\t{value:.6g}\n" if is_regression else f"{index}\t{id2label[int(value)]}\n")
+            id2label = None if is_regression else accelerator.unwrap_model(model).config.id2label
+            write_label_predictions(os.path.join(args.output_dir, "predict_results.txt"), test_predictions, id2label)
     run.end(results)  # all_results.json again, Hub push, end the trackers
     return results
 

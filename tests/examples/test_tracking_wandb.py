@@ -30,14 +30,14 @@ def glue_args(tiny_bert, data, out, *extra):
 
 @pytest.fixture
 def wandb_env(tmp_path):
-    """Offline wandb with its own settings/cache folders; WANDB_DIR unset so that the script decides where runs go."""
+    """Offline wandb with its own settings/cache folders; WANDB_DIR and WANDB_PROJECT unset so that the script
+    decides where runs go and the test which project they get."""
     home = tmp_path / "wandb_home"
     env = {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_CONFIG_DIR": str(home / "config"),
            "WANDB_CACHE_DIR": str(home / "cache"), "WANDB_DATA_DIR": str(home / "data")}
-    saved = os.environ.pop("WANDB_DIR", None)
+    saved = {name: os.environ.pop(name, None) for name in ("WANDB_DIR", "WANDB_PROJECT")}
     yield env
-    if saved is not None:
-        os.environ["WANDB_DIR"] = saved
+    os.environ.update({name: value for name, value in saved.items() if value is not None})
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def wandb_run_files(root):
 
 
 def read_wandb_run(run_file):
-    """(config, history rows {step: values}, summary) of an offline run, through wandb's reader."""
+    """(config, history rows {step: values}, summary, project) of an offline run, through wandb's reader."""
     def inspect(*flags):
         result = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", *flags, str(run_file)],
                                 capture_output=True, text=True, check=True, timeout=120)
@@ -69,7 +69,7 @@ def read_wandb_run(run_file):
                 {k: v for k, v in item.items() if not k.startswith("_")})
     view = json.loads(inspect("--summary", "--json"))
     assert view["state"] == "finished"
-    return view["config"], history, view["summary"]
+    return view["config"], history, view["summary"], view["project"]
 
 
 def read_eval_history(out):
@@ -116,7 +116,7 @@ def hparams_view(logdir):
     return [h.name for h in experiment.hparam_infos], [m.name.tag for m in experiment.metric_infos], sessions
 
 
-def check_wandb_run(out, cwd, tmp_path, argv):
+def check_wandb_run(out, cwd, tmp_path, argv, project):
     """The checks shared by the 1- and 2-process runs. Returns (history, summary)."""
     runs = wandb_run_files(tmp_path)
     assert len(runs) == 1, runs  # exactly one run, from the main process only
@@ -126,7 +126,8 @@ def check_wandb_run(out, cwd, tmp_path, argv):
     leaks = [p for p in Path(out).rglob("*") if p.is_file() and HUB_TOKEN.encode() in p.read_bytes()]
     assert leaks == []
 
-    config, history, summary = read_wandb_run(runs[0])
+    config, history, summary, run_project = read_wandb_run(runs[0])
+    assert run_project == project
     import run_glue
 
     flags = vars(run_glue.parse_args([str(a) for a in argv]))
@@ -153,13 +154,13 @@ def check_wandb_run(out, cwd, tmp_path, argv):
     return history, summary
 
 
-def test_wandb_one_process_run_config_history_and_summary(tmp_path, tiny_bert, classification_data, wandb_env,
+def test_wandb_one_process_run_config_history_summary_and_project(tmp_path, tiny_bert, classification_data, wandb_env,
                                                           working_dir):
     out = tmp_path / "out"
     argv = glue_args(tiny_bert, classification_data, out, "--with_tracking", "--report_to", "wandb",
                      "--hub_token", HUB_TOKEN)
-    launch("run_glue.py", argv, env=wandb_env)
-    history, _ = check_wandb_run(out, working_dir, tmp_path, argv)
+    launch("run_glue.py", argv, env={**wandb_env, "WANDB_PROJECT": "my-glue-project"})
+    history, _ = check_wandb_run(out, working_dir, tmp_path, argv, project="my-glue-project")
     assert read_results(out)["train_steps"] == 2 * 30  # 240 examples / batch 8, 2 epochs
     assert not list(out.rglob("events.out.tfevents.*"))  # wandb only
 
@@ -178,7 +179,7 @@ def test_report_to_all_two_processes_tensorboard_and_wandb_agree(tmp_path, tiny_
     argv = glue_args(tiny_bert, classification_data, out, "--gradient_accumulation_steps", "2", "--with_tracking",
                      "--report_to", "all", "--hub_token", HUB_TOKEN)
     launch("run_glue.py", argv, num_processes=2, env=wandb_env)
-    history, _ = check_wandb_run(out, working_dir, tmp_path, argv)
+    history, _ = check_wandb_run(out, working_dir, tmp_path, argv, project="glue_no_trainer")
     max_steps = read_results(out)["train_steps"]
     assert max_steps == 2 * 8  # 30 batches, 15 per process, ceil(15 / 2) optimizer steps per epoch
 
@@ -278,7 +279,7 @@ def test_log_final_metrics_reach_the_hparams_view_and_the_wandb_summary(tmp_path
     assert statuses == [1]  # api_pb2.STATUS_SUCCESS
 
     (run_file,) = wandb_run_files(out)
-    config, history, summary = read_wandb_run(run_file)
+    config, history, summary, _ = read_wandb_run(run_file)
     assert {k: summary[k] for k in ("eval_accuracy", "eval_samples", "train_loss", "train_runtime")} == {
         "eval_accuracy": 0.625, "eval_samples": 8, "train_loss": 0.75, "train_runtime": 1.5}
     assert history == {1: {"loss": 1.0, "learning_rate": 0.5}, 2: {"loss": 0.5, "learning_rate": 1.0,

@@ -520,3 +520,27 @@ def capped_length(flag, requested, model_max, logger):
         )
         return model_max
     return requested
+
+
+def cap_seq2seq_lengths(args, tokenizer, config, logger):
+    """Caps the length flags of a sequence-to-sequence script at what the model takes, in place, so that
+    tokenisation, padding and generation all use the capped values (`capped_length`, one warning per flag).
+
+    - `--max_source_length` at `model_max_length(tokenizer, config)` (the encoder's positions);
+    - `--max_target_length` and `--val_max_target_length` (the `max_length` of `generate`) at the decoder's
+      positions, `config.max_target_positions` when the config has it, else `config.max_position_embeddings`
+      (BART, Marian, mBART). Without a cap, a longer source or label fails inside the position embeddings,
+      and a longer generation fails at the first evaluation, after a whole epoch of training. Models with
+      relative positions (T5) declare no maximum: nothing is capped for them.
+
+    Args:
+        args: parsed flags with `max_source_length`, `max_target_length`, `val_max_target_length` (ints).
+        tokenizer, config: the run's tokenizer and model config.
+        logger: where the warnings go.
+    """
+    args.max_source_length = capped_length(
+        "--max_source_length", args.max_source_length, model_max_length(tokenizer, config), logger
+    )
+    decoder_max = getattr(config, "max_target_positions", None) or getattr(config, "max_position_embeddings", None)
+    for flag in ("max_target_length", "val_max_target_length"):
+        setattr(args, flag, capped_length(f"--{flag}", getattr(args, flag), decoder_max, logger))

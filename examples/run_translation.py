@@ -21,7 +21,6 @@ import argparse
 import gzip
 import json
 import os
-from pathlib import Path
 
 import datasets
 import sacrebleu
@@ -35,7 +34,15 @@ from transformers import (
     default_data_collator,
 )
 
-from common.args import add_common_args, check_output_dir, positive_int, validate_common_args
+from common.args import (
+    add_common_args,
+    cap_seq2seq_lengths,
+    check_model_source,
+    check_output_dir,
+    check_push_to_hub,
+    positive_int,
+    validate_common_args,
+)
 from common.data import load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
@@ -251,8 +258,9 @@ def validate_args(args):
     elif text_given:  # the parts of validate_common_args that do not concern --train_file/--validation_file
         if args.with_tracking:
             parse_report_to(args.report_to)
-        if args.push_to_hub and args.hub_model_id is None:
-            args.hub_model_id = Path(args.output_dir).name
+        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
+            check_model_source(flag, getattr(args, flag, None))
+        check_push_to_hub(args)
         check_output_dir(args)
     else:
         validate_common_args(args)  # raises: no data source
@@ -542,7 +550,8 @@ def preprocess(args, raw_datasets, tokenizer, source_key, target_key, accelerato
 def load_model_and_tokenizer(args, raw_datasets, source_key, target_key, accelerator):
     """The tokenizer (`load_tokenizer`) and the seq2seq model (`common.tasks.seq2seq.load_seq2seq_model`: the
     checkpoint, or a new model from --model_type/--config_name), with the language codes of mBART / M2M100 /
-    NLLB tokenizers set (`set_language_codes`) and the decoder's start token checked.
+    NLLB tokenizers set (`set_language_codes`), the decoder's start token checked, and the length flags capped
+    at the model's positions (`common.args.cap_seq2seq_lengths`).
 
     Returns:
         (model, tokenizer).
@@ -554,6 +563,9 @@ def load_model_and_tokenizer(args, raw_datasets, source_key, target_key, acceler
     model = load_seq2seq_model(args, tokenizer)
     set_language_codes(args, tokenizer, model)
     check_decoder_start_token_id(model, tokenizer)
+    # --max_source_length / --max_target_length / --val_max_target_length beyond the model's positions would fail
+    # inside the model (generation: after the first epoch): capped here, and used capped everywhere after.
+    cap_seq2seq_lengths(args, tokenizer, model.config, logger)
     if args.source_prefix is None and args.model_name_or_path and model.config.model_type == "t5":
         logger.warning(
             "You're running a T5 checkpoint without --source_prefix; T5 was trained with task prefixes such as "

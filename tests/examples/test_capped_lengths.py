@@ -2,9 +2,10 @@
 that involves it uses that value, not the one given.
 
 Each script runs in this process (`main(argv)`) on its tiny model (128 positions, tokenizer `model_max_length`
-128) with a length flag above that maximum and one example longer than the maximum: the run trains, warns once
-with the capped value, and does not crash inside the position embeddings (which it did, at the first step, for
-run_glue and run_ner, whose --max_length was not capped at all).
+128; the tiny BART: 64) with a length flag above that maximum and one example longer than the maximum: the run
+trains, warns once with the capped value, and does not crash inside the position embeddings (which it did, at
+the first step, for run_glue and run_ner, whose --max_length was not capped at all, and at the first evaluation
+for run_translation's generation length).
 """
 
 import csv
@@ -13,9 +14,11 @@ import logging
 
 from accelerate.state import AcceleratorState
 from test_run_ner import ner_data, tiny_ner_bert  # noqa: F401 (fixtures)
+from test_run_translation import data, tiny_bart  # noqa: F401 (fixtures)
 
 import run_glue
 import run_ner
+import run_translation
 
 TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
          "--seed", "1", "--max_train_steps", "2"]
@@ -61,3 +64,16 @@ def test_ner_max_length_above_the_model_maximum_is_capped(tmp_path, ner_data, ti
     # The long sentence's words past 126 sub-words (128 minus [CLS] and [SEP]) count as predicted 'O'.
     assert "words lie past --max_length 128" in caplog.text
     assert results["train_steps"] == 2
+
+
+def test_translation_lengths_above_the_model_positions_are_capped(tmp_path, data, tiny_bart, caplog):  # noqa: F811
+    """The tiny BART has 64 positions. A generation `max_length` of 100 went past them at the first evaluation,
+    after an epoch of training (IndexError); now every length flag is used at 64, generation included."""
+    with caplog.at_level(logging.WARNING):
+        results = run_main(run_translation.main, [
+            "--model_name_or_path", tiny_bart, "--train_file", data["train"], "--validation_file", data["validation"],
+            "--source_lang", "en", "--target_lang", "de", "--max_source_length", "100", "--max_target_length", "80",
+            "--val_max_target_length", "100", "--output_dir", tmp_path / "out", *TRAIN])
+    for flag, value in (("--max_source_length", 100), ("--max_target_length", 80), ("--val_max_target_length", 100)):
+        assert f"{flag} {value} is longer than the model's maximum length (64); using 64." in caplog.text
+    assert results["train_steps"] == 2 and 0 < results["eval_gen_len"] <= 64

@@ -18,10 +18,12 @@ from accelerate.state import AcceleratorState
 from safetensors.torch import load_file
 from test_run_clm import corpus_lines
 from test_run_ner import ner_data, tiny_ner_bert  # noqa: F401 (fixtures)
+from test_run_translation import data, tiny_bart  # noqa: F401 (fixtures)
 
 import run_clm
 import run_glue
 import run_ner
+import run_translation
 
 TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
          "--seed", "1"]
@@ -63,9 +65,9 @@ def glue_test_file(tmp_path_factory, classification_data):
     return path
 
 
-def glue_argv(tiny_bert, data, out, *extra):
-    return ["--model_name_or_path", tiny_bert, "--train_file", data["train"], "--validation_file",
-            data["validation"], "--output_dir", out, *TRAIN, *extra]
+def glue_argv(tiny_bert, files, out, *extra):
+    return ["--model_name_or_path", tiny_bert, "--train_file", files["train"], "--validation_file",
+            files["validation"], "--output_dir", out, *TRAIN, *extra]
 
 
 @pytest.mark.parametrize("max_train_steps", ["3", "0"])
@@ -144,3 +146,18 @@ def test_clm_failure_after_training_keeps_the_trained_model(tmp_path, clm_files,
                                 "--block_size", "16", "--output_dir", out, *TRAIN, "--max_train_steps", "3",
                                 "--checkpointing_steps", "3", "--sample_prompt", "the"])
     assert_trained_model_kept(out, AutoModelForCausalLM, steps=3)
+
+
+# ------------------------------------------------------------------------------------------------ run_translation
+def test_translation_failure_after_training_keeps_the_trained_model(tmp_path, data, tiny_bart):  # noqa: F811
+    from transformers import AutoModelForSeq2SeqLM
+
+    out = tmp_path / "out"
+    (out / "generated_predictions.txt").mkdir(parents=True)  # the validation translations cannot be written
+    with pytest.raises(IsADirectoryError, match="generated_predictions.txt"):
+        run_main(run_translation.main, [
+            "--model_name_or_path", tiny_bart, "--train_file", data["train"], "--validation_file", data["validation"],
+            "--source_lang", "en", "--target_lang", "de", "--max_source_length", "32", "--max_target_length", "32",
+            "--val_max_target_length", "24", "--output_dir", out, "--overwrite_output_dir", *TRAIN,
+            "--max_train_steps", "3", "--checkpointing_steps", "3"])
+    assert_trained_model_kept(out, AutoModelForSeq2SeqLM, steps=3)

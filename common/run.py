@@ -61,6 +61,7 @@ from .checkpointing import (
 from .preemption import exit_preempted, signal_received
 from .saving import push_to_hub, save_model, write_all_results
 from .throughput import count_tokens
+from .tracking import log_final_metrics
 
 EVAL_HISTORY_FILE = "eval_history.jsonl"
 # Settings recorded in every checkpoint; a resume with different values would silently train another run.
@@ -443,9 +444,11 @@ class TrainingRun:
 
     def end(self, results):
         """Rewrites `all_results.json` (predictions may have added `predict_*` keys), logs the results once as
-        JSON, pushes to the Hub with `--push_to_hub`, and ends the trackers. Call on every process."""
+        JSON, records them in the trackers (`common.tracking.log_final_metrics`: TensorBoard's HParams view, the
+        wandb summary), pushes to the Hub with `--push_to_hub`, and ends the trackers. Call on every process."""
         write_all_results(self.accelerator, self.args.output_dir, results)
         self.logger.info(f"Results: {json.dumps(results)}")
+        log_final_metrics(self.accelerator, self.args, results, self.completed_steps)
         push_to_hub(self.accelerator, self.args)
         self.accelerator.wait_for_everyone()
         self.accelerator.end_training()

@@ -81,7 +81,8 @@ CASES = {
     "gradient_accumulation_zero": (["--gradient_accumulation_steps", "0"], r"--gradient_accumulation_steps"),
     "unknown_scheduler": (["--lr_scheduler_type", "exponential"], r"argument --lr_scheduler_type: invalid choice"),
     "unknown_tracker": (["--with_tracking", "--report_to", "tensorbord"], r"--report_to tensorbord: unknown tracker"),
-    "uninstalled_tracker": (["--with_tracking", "--report_to", "wandb"], r"--report_to wandb: the wandb package"),
+    "uninstalled_tracker": (
+        ["--with_tracking", "--report_to", "comet_ml"], r"--report_to comet_ml: the comet_ml package"),
     "resume_missing_folder": (["--resume_from_checkpoint", "step_99"], r"--resume_from_checkpoint step_99: no such"),
     "resume_not_a_checkpoint_trailing_slash": (
         ["--resume_from_checkpoint", "{tmp}/"], r"--resume_from_checkpoint .*/: .* is not a training checkpoint"),

@@ -19,37 +19,30 @@ import argparse
 import io
 import math
 import os
-import time
 from pathlib import Path
 
 import datasets
 import numpy as np
 import torch
+from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
+from accelerate.utils import ProjectConfiguration
 from PIL import Image, ImageOps
-from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageClassification, ViTImageProcessorPil
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
 
 from common.args import add_common_args, positive_int, validate_common_args
-from common.checkpointing import (
-    checkpoint_completed_steps,
-    resolve_checkpoint,
-    resume_position,
-    save_checkpoint,
-)
 from common.data import load_data_files, require_columns
+from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
-from common.launch import build_accelerator, setup_logging
-from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
+from common.launch import setup_run
+from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.preemption import sigterm_checkpointing
+from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
-from common.saving import push_to_hub, save_model, write_all_results
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.labels import align_labels
-from common.throughput import count_tokens, throughput_metrics
-from common.tracking import init_trackers
+from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
 
@@ -645,6 +638,24 @@ def preprocess(args, train_dataset, eval_dataset, image_processor, label_to_id, 
     return train_dataset, eval_dataset, train_transform
 
 
+def load_model(args, config):
+    """The classifier: `--model_name_or_path`'s weights with `config` (a new head, randomly initialised, when
+    `--ignore_mismatched_sizes` allows other labels), or a new model built from `config` (seeded by `setup_run`).
+
+    Returns:
+        an `AutoModelForImageClassification` model, in float32.
+    """
+    if args.model_name_or_path is not None:
+        return AutoModelForImageClassification.from_pretrained(
+            args.model_name_or_path,
+            config=config,
+            ignore_mismatched_sizes=args.ignore_mismatched_sizes,
+            trust_remote_code=args.trust_remote_code,
+        )
+    logger.info(f"Training a new {config.model_type} model from scratch")
+    return AutoModelForImageClassification.from_config(config, trust_remote_code=args.trust_remote_code)
+
+
 def predict(model, dataloader, accelerator):
     """Runs the model over `dataloader` on every process.
 
@@ -681,8 +692,22 @@ def evaluate(model, dataloader, accelerator):
 
 
 def training_function(args):
-    accelerator = build_accelerator(args)
-    setup_logging(accelerator, logger)
+    """Trains (or fine-tunes `--model_name_or_path`) an image classifier, evaluating accuracy after every epoch;
+    saves the model, its image processor, `all_results.json` and `eval_history.jsonl` in `--output_dir`.
+
+    Returns:
+        the `all_results.json` dict.
+    """
+    # The launch config decides devices and processes; these arguments decide accumulation, precision and
+    # trackers. `use_seedable_sampler`: an epoch's order depends on (seed, epoch) only, so resumes are exact.
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        log_with=parse_report_to(args.report_to) if args.with_tracking else None,
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+    )
+    setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
     seed = args.seed if args.seed is not None else DEFAULT_DATA_SEED
 
     # The main process decodes, checks and splits first and writes the datasets cache; the others read it.
@@ -691,183 +716,71 @@ def training_function(args):
         train_dataset, eval_dataset = split_and_truncate(args, raw_datasets)
         # Only the images used are checked (after --max_*_samples), so a quick trial on a big set stays quick.
         train_dataset, eval_dataset = drop_unreadable_images(args, train_dataset, eval_dataset, sources)
+    if train_dataset is None and args.max_train_steps != 0:
+        raise ValueError("No training data: give --train_dir, --train_file or a --dataset_name with a train split "
+                         "(or --max_train_steps 0 to only evaluate).")
     names, values = resolve_labels(args, train_dataset, eval_dataset, sources)
-
     config = build_config(args)
     label2id = align_labels(config, names, args.model_name_or_path, args.ignore_mismatched_sizes)
     label_to_id = {value: label2id[name] for value, name in zip(values, names)}
     image_processor = build_image_processor(args, config)
-    if args.model_name_or_path is not None:
-        model = AutoModelForImageClassification.from_pretrained(
-            args.model_name_or_path,
-            config=config,
-            ignore_mismatched_sizes=args.ignore_mismatched_sizes,
-            trust_remote_code=args.trust_remote_code,
-        )
-    else:
-        logger.info(f"Training a new {config.model_type} model from scratch")
-        model = AutoModelForImageClassification.from_config(config, trust_remote_code=args.trust_remote_code)
-
+    model = load_model(args, config)
     train_dataset, eval_dataset, train_transform = preprocess(
         args, train_dataset, eval_dataset, image_processor, label_to_id, seed
     )
-
-    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG, so the
-    # dropout masks after a resume are those of the uninterrupted run.
-    train_dataloader = DataLoader(
-        train_dataset,
-        shuffle=True,
-        collate_fn=collate_fn,
-        batch_size=args.per_device_train_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
-    ) if train_dataset is not None else None
-    eval_dataloader = DataLoader(
-        eval_dataset,
-        collate_fn=collate_fn,
-        batch_size=args.per_device_eval_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
-    )
+    # Every image is resized to the model's input size, so `collate_fn` only stacks (no padding).
+    train_dataloader = build_train_dataloader(args, train_dataset, collate_fn, accelerator)
+    eval_dataloader = build_eval_dataloader(args, eval_dataset, collate_fn)
 
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
-    # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
-    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
-    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
-        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
-    )
-    if train_dataloader is None:
-        max_train_steps = 0
+    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+    plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
-        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
 
     model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
-    if train_dataloader is not None and len(train_dataloader) != num_batches:
-        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
+    init_trackers(accelerator, "image_classification_no_trainer", args)  # the run's flags; steps = optimizer steps
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    logger.info(f"  Num classes = {len(names)}; model input = {model_input_size(image_processor)}")
+    if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
+        accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
+        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
 
-    # Trackers store the run's flags; the step unit of every logged value is `completed_steps`.
-    init_trackers(accelerator, "image_classification_no_trainer", args)
-
-    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
-    logger.info("***** Running training *****")
-    logger.info(f"  Num examples = {len(train_dataset) if train_dataset is not None else 0}")
-    logger.info(f"  Num classes = {len(names)}; model input = {tuple(model_input_size(image_processor))}")
-    logger.info(f"  Num epochs = {num_train_epochs}")
-    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
-    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
-    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
-    logger.info(f"  Total optimization steps = {max_train_steps}")
-
-    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
-    if args.resume_from_checkpoint:
-        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
-        if checkpoint is None:
-            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
-        else:
-            logger.info(f"Resuming from {checkpoint}")
-            accelerator.load_state(str(checkpoint))
-            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
-            starting_epoch, batches_to_skip = resume_position(
-                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
-            )
-
-    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
-    progress_bar.update(completed_steps)
-    num_samples = num_tokens = num_padding = 0
-    train_loss, train_micro_batches = 0.0, 0
     eval_metrics = None
-    train_start = time.perf_counter()
-
-    for epoch in range(starting_epoch, num_train_epochs):
-        if completed_steps >= max_train_steps:
-            break
+    for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # The shuffling order and the augmentation of an epoch depend on (seed, epoch) only; set both
-        # explicitly so that a resumed run (whose skipping DataLoader is a new object) replays them.
-        train_dataloader.set_epoch(epoch)
-        train_transform.epoch = epoch
-        if epoch == starting_epoch and batches_to_skip > 0:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
-            active_dataloader.set_epoch(epoch)
-        else:
-            active_dataloader = train_dataloader
-        epoch_loss = torch.zeros((), device=accelerator.device)
-        epoch_micro_batches = 0
+        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
+        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        skip = run.batches_to_skip if epoch == run.starting_epoch else 0
+        active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
+        active_dataloader.set_epoch(epoch)
+        train_transform.epoch = epoch  # an example's crop and flip depend on (seed, epoch, its index) only
         for batch in active_dataloader:
-            tokens, padding = count_tokens(batch)  # images: no attention_mask, so 0 tokens; samples still count
-            num_samples += batch["pixel_values"].shape[0]
-            num_tokens += tokens
-            num_padding += padding
-            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step
-            # only every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
+            # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
-                outputs = model(**batch)
-                loss = outputs.loss
+                loss = model(**batch).loss
                 accelerator.backward(loss)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-            epoch_loss += loss.detach()
-            epoch_micro_batches += 1
-
-            if accelerator.sync_gradients:  # an optimizer step happened
-                completed_steps += 1
-                progress_bar.update(1)
-                if args.with_tracking:
-                    accelerator.log(
-                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": loss.item()}, step=completed_steps
-                    )
-                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
-                    save_checkpoint(
-                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
-                        args.checkpoints_total_limit,
-                    )
-                if preemption_requested(accelerator):  # SIGTERM: save step_N, exit 75 (common/preemption.py)
-                    exit_preempted(accelerator, logger, args, completed_steps, epoch)
-                if completed_steps >= max_train_steps:
-                    break
-
-        train_loss += epoch_loss.item()
-        train_micro_batches += epoch_micro_batches
+            run.record_micro_batch(batch, loss)
+            # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
+            if accelerator.sync_gradients and run.after_optimizer_step(epoch):
+                break
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
-        logger.info(f"epoch {epoch}: {eval_metrics}")
-        if args.with_tracking:
-            accelerator.log(
-                {
-                    **{f"eval_{k}": v for k, v in eval_metrics.items()},
-                    "train_loss": epoch_loss.item() / max(epoch_micro_batches, 1),
-                    "epoch": epoch,
-                },
-                step=completed_steps,
-            )
-        if args.checkpointing_steps == "epoch":
-            save_checkpoint(
-                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
-            )
-    train_seconds = time.perf_counter() - train_start
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
-        logger.info(f"evaluation: {eval_metrics}")
-
-    results = {f"eval_{k}": v for k, v in eval_metrics.items()}  # eval_samples: images scored, all processes
-    results["train_steps"] = completed_steps
-    results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
-    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
-
-    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
-        save_model(accelerator, model, args.output_dir, image_processor)
-    write_all_results(accelerator, args.output_dir, results)
-    if accelerator.is_main_process:
-        logger.info(f"Results: {results}")
-    push_to_hub(accelerator, args)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+    results = run.results(eval_metrics)  # eval_samples: the images scored, on any number of processes
+    run.save(model, image_processor, results)  # model and all_results.json first: nothing below can lose them
+    run.end(results)  # all_results.json again, Hub push, end the trackers
     return results
 
 

@@ -19,13 +19,13 @@ evaluation scripts (with the HasAns/NoAns breakdown for v2.0). Writes `predictio
 """
 
 import argparse
-import time
+import dataclasses
 
 import datasets
 import torch
+from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
-from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
+from accelerate.utils import ProjectConfiguration
 from transformers import (
     AutoConfig,
     AutoModelForQuestionAnswering,
@@ -35,23 +35,17 @@ from transformers import (
 )
 
 from common.args import add_common_args, validate_common_args
-from common.checkpointing import (
-    checkpoint_completed_steps,
-    resolve_checkpoint,
-    resume_position,
-    save_checkpoint,
-)
 from common.data import SPLIT_FLAGS, require_columns
+from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
-from common.launch import build_accelerator, setup_logging
-from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
-from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
-from common.saving import push_to_hub, save_model, write_all_results
+from common.launch import setup_run
+from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.preemption import sigterm_checkpointing
+from common.run import TrainingRun
+from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_squad_predictions
 from common.tasks.squad import align_answer_start, compute_squad_metrics, postprocess_qa_predictions, read_squad_file
-from common.throughput import count_tokens, throughput_metrics
-from common.tracking import init_trackers
+from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
 
@@ -406,6 +400,36 @@ def preprocess(args, raw_datasets, tokenizer, accelerator):
 
 
 # ---------------------------------------------------------------------------------------------------
+# Model
+
+
+def load_model_and_tokenizer(args):
+    """The fast tokenizer (answers are located by character offsets) and `AutoModelForQuestionAnswering`.
+
+    Returns:
+        (model, tokenizer).
+
+    Raises:
+        ValueError: naming --tokenizer_name/--model_name_or_path when only a slow tokenizer is available.
+    """
+    config = AutoConfig.from_pretrained(
+        args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
+    )
+    tokenizer = AutoTokenizer.from_pretrained(
+        args.tokenizer_name or args.model_name_or_path, use_fast=True, trust_remote_code=args.trust_remote_code
+    )
+    if not tokenizer.is_fast:
+        raise ValueError(
+            f"--tokenizer_name/--model_name_or_path {args.tokenizer_name or args.model_name_or_path}: only a slow "
+            "tokenizer is available; extractive question answering needs a fast tokenizer (character offsets)."
+        )
+    model = AutoModelForQuestionAnswering.from_pretrained(
+        args.model_name_or_path, config=config, trust_remote_code=args.trust_remote_code
+    )
+    return model, tokenizer
+
+
+# ---------------------------------------------------------------------------------------------------
 # Evaluation loop
 
 
@@ -485,230 +509,138 @@ def has_gold_answers(examples, args):
     return any(counts) if args.version_2_with_negative else all(counts)
 
 
+def predict_test_split(model, dataloader, accelerator, examples, features, args, pad_first, step):
+    """Predicts the test split (`--do_predict`), writes `predict_predictions.json`, `predict_nbest_predictions.json`
+    (and v2.0 `predict_null_odds.json`) to `--output_dir`, and scores it when its questions have answers
+    (`has_gold_answers`).
+
+    Args:
+        dataloader: the prepared test DataLoader over `features`; examples: the test questions.
+        step: the run's completed optimizer steps, the step at which the metrics are logged (`--with_tracking`).
+
+    Returns:
+        dict: `predict_samples` (questions) and, when scored, the `predict_*` metrics.
+    """
+    metrics, predictions, nbest, null_odds = evaluate(
+        model, dataloader, accelerator, examples, features, args, pad_first,
+        with_metrics=has_gold_answers(examples, args),
+    )
+    if accelerator.is_main_process:
+        write_squad_predictions(args.output_dir, predictions, nbest, null_odds, prefix="predict_")
+    results = {"predict_samples": len(examples)}
+    if metrics is not None:
+        logger.info(f"prediction: {metrics}")
+        results.update({f"predict_{k}": v for k, v in metrics.items()})
+        if args.with_tracking:
+            accelerator.log({f"predict_{k}": v for k, v in metrics.items()}, step=step)
+    return results
+
+
 def training_function(args):
-    accelerator = build_accelerator(args)
-    setup_logging(accelerator, logger)
+    """Fine-tunes `--model_name_or_path` for extractive question answering, evaluating (official SQuAD EM / F1)
+    after every epoch; saves the model, `all_results.json`, `eval_history.jsonl`, the validation predictions
+    (`predictions.json`, `nbest_predictions.json`, v2.0 `null_odds.json`) and with `--do_predict` the test
+    split's (`predict_` prefix) in `--output_dir`.
+
+    Returns:
+        the `all_results.json` dict.
+    """
+    # The launch config decides devices and processes; these arguments decide accumulation, precision and
+    # trackers. `use_seedable_sampler`: an epoch's order depends on (seed, epoch) only, so resumes are exact.
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        log_with=parse_report_to(args.report_to) if args.with_tracking else None,
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+    )
+    setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
     raw_datasets = load_raw_datasets(args)
     if "validation" not in raw_datasets:
         raise ValueError(f"--dataset_name {args.dataset_name} has no validation split.")
     if args.do_predict and "test" not in raw_datasets:
         raise ValueError(f"--do_predict: --dataset_name {args.dataset_name} has no test split; pass --test_file.")
-
-    config = AutoConfig.from_pretrained(
-        args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
-    )
-    tokenizer = AutoTokenizer.from_pretrained(
-        args.tokenizer_name or args.model_name_or_path, use_fast=True, trust_remote_code=args.trust_remote_code
-    )
-    if not tokenizer.is_fast:
-        raise ValueError(
-            f"--tokenizer_name/--model_name_or_path {args.tokenizer_name or args.model_name_or_path}: only a slow "
-            "tokenizer is available; extractive question answering needs a fast tokenizer (character offsets)."
-        )
-    model = AutoModelForQuestionAnswering.from_pretrained(
-        args.model_name_or_path, config=config, trust_remote_code=args.trust_remote_code
-    )
+    model, tokenizer = load_model_and_tokenizer(args)
     # The question goes on the side the tokenizer does not pad; logits are padded on the side it pads.
     pad_first = tokenizer.padding_side == "left"
-
-    processed = preprocess(args, raw_datasets, tokenizer, accelerator)
+    processed = preprocess(args, raw_datasets, tokenizer, accelerator)  # split -> (questions, features)
     train_dataset = processed["train"][1] if "train" in processed else None
     eval_examples, eval_features = processed["validation"]
-
-    if args.pad_to_max_length:
-        data_collator = default_data_collator
-    else:
-        # Dynamic padding; multiples of 8 let fp16/bf16 matmuls use tensor cores.
-        data_collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=padding_multiple(args, accelerator))
-    # --group_by_length: batches of features of similar lengths (short contexts pad less); otherwise a plain
-    # shuffle. The sampler's order depends on (seed, epoch) only, so a resume skips exactly the batches seen.
-    train_sampler = build_train_sampler(args, train_dataset, accelerator)
-    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
-    # so the dropout masks after a resume are those of the uninterrupted run.
-    train_dataloader = DataLoader(
-        train_dataset,
-        shuffle=train_sampler is None,
-        sampler=train_sampler,
-        collate_fn=data_collator,
-        batch_size=args.per_device_train_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
-    ) if train_dataset is not None else None
-    eval_dataloader = DataLoader(
-        eval_features.remove_columns(FEATURE_ONLY_COLUMNS),
-        collate_fn=data_collator,
-        batch_size=args.per_device_eval_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
+    # Pad each batch to its longest feature (to multiples of 8 under mixed precision: tensor cores), unless
+    # --pad_to_max_length padded every feature at tokenisation.
+    data_collator = default_data_collator if args.pad_to_max_length else DataCollatorWithPadding(
+        tokenizer, pad_to_multiple_of=padding_multiple(args, accelerator)
     )
+    train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
+    eval_dataloader = build_eval_dataloader(args, eval_features.remove_columns(FEATURE_ONLY_COLUMNS), data_collator)
 
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
-    # Optimizer steps per process, computed for the DataLoader length that `prepare` will produce.
-    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
-    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
-        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
-    )
-    if train_dataloader is None:
-        max_train_steps = 0
+    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+    plan = plan_training_steps(args, train_dataloader, accelerator)
+    if train_dataloader is None:  # no training data: evaluate (and predict) only
+        plan = dataclasses.replace(plan, max_train_steps=0, num_train_epochs=0)
     lr_scheduler = build_lr_scheduler(
-        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
 
     model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
-    if train_dataloader is not None and len(train_dataloader) != num_batches:
-        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
+    init_trackers(accelerator, "qa_no_trainer", args)  # the run's flags; logged steps = optimizer steps
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
+        accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
+        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
 
-    # Trackers store the run's flags; the step unit of every logged value is `completed_steps`.
-    init_trackers(accelerator, "qa_no_trainer", args)
-
-    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
-    logger.info("***** Running training *****")
-    logger.info(f"  Num examples = {len(processed['train'][0]) if train_dataset is not None else 0}")
-    logger.info(f"  Num features = {len(train_dataset) if train_dataset is not None else 0}")
-    logger.info(f"  Num epochs = {num_train_epochs}")
-    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
-    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
-    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
-    logger.info(f"  Total optimization steps = {max_train_steps}")
-
-    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
-    if args.resume_from_checkpoint:
-        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
-        if checkpoint is None:
-            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
-        else:
-            logger.info(f"Resuming from {checkpoint}")
-            accelerator.load_state(str(checkpoint))
-            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
-            starting_epoch, batches_to_skip = resume_position(
-                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
-            )
-
-    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
-    progress_bar.update(completed_steps)
-    num_samples = num_tokens = num_padding = 0
-    train_loss, train_micro_batches = 0.0, 0
-    eval_output = None
-    train_start = time.perf_counter()
-
-    for epoch in range(starting_epoch, num_train_epochs):
-        if completed_steps >= max_train_steps:
-            break
+    eval_metrics = None
+    for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # The shuffling order of an epoch depends on (seed, epoch) only; set it explicitly so that a
-        # resumed run (whose skipping DataLoader is a new object) replays the same order.
-        train_dataloader.set_epoch(epoch)
-        if epoch == starting_epoch and batches_to_skip > 0:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
-            active_dataloader.set_epoch(epoch)
-        else:
-            active_dataloader = train_dataloader
-        epoch_loss = torch.zeros((), device=accelerator.device)
-        epoch_micro_batches = 0
+        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
+        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        skip = run.batches_to_skip if epoch == run.starting_epoch else 0
+        active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
+        active_dataloader.set_epoch(epoch)
         for batch in active_dataloader:
-            tokens, padding = count_tokens(batch)
-            num_samples += batch["input_ids"].shape[0]
-            num_tokens += tokens
-            num_padding += padding
-            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step
-            # only every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
+            # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
-                outputs = model(**batch)
-                loss = outputs.loss  # mean of the start- and end-position cross-entropies
+                loss = model(**batch).loss  # mean of the start- and end-position cross-entropies
                 accelerator.backward(loss)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-            epoch_loss += loss.detach()
-            epoch_micro_batches += 1
+            run.record_micro_batch(batch, loss)
+            # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
+            if accelerator.sync_gradients and run.after_optimizer_step(epoch):
+                break
+        eval_metrics, predictions, nbest, null_odds = evaluate(
+            model, eval_dataloader, accelerator, eval_examples, eval_features, args, pad_first
+        )
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 
-            if accelerator.sync_gradients:  # an optimizer step happened
-                completed_steps += 1
-                progress_bar.update(1)
-                if args.with_tracking:
-                    accelerator.log(
-                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": loss.item()}, step=completed_steps
-                    )
-                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
-                    save_checkpoint(
-                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
-                        args.checkpoints_total_limit,
-                    )
-                if preemption_requested(accelerator):  # SIGTERM: save step_N, exit 75 (common/preemption.py)
-                    exit_preempted(accelerator, logger, args, completed_steps, epoch)
-                if completed_steps >= max_train_steps:
-                    break
+    if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
+        eval_metrics, predictions, nbest, null_odds = evaluate(
+            model, eval_dataloader, accelerator, eval_examples, eval_features, args, pad_first
+        )
+    results = run.results(eval_metrics)
+    results.update(eval_samples=len(eval_examples), eval_features=len(eval_features))  # questions, features
+    run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
-        train_loss += epoch_loss.item()
-        train_micro_batches += epoch_micro_batches
-        eval_output = evaluate(model, eval_dataloader, accelerator, eval_examples, eval_features, args, pad_first)
-        logger.info(f"epoch {epoch}: {eval_output[0]}")
-        if args.with_tracking:
-            accelerator.log(
-                {
-                    **{f"eval_{k}": v for k, v in eval_output[0].items()},
-                    "train_loss": epoch_loss.item() / max(epoch_micro_batches, 1),
-                    "epoch": epoch,
-                },
-                step=completed_steps,
-            )
-        if args.checkpointing_steps == "epoch":
-            save_checkpoint(
-                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
-            )
-    train_seconds = time.perf_counter() - train_start
-
-    if eval_output is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
-        eval_output = evaluate(model, eval_dataloader, accelerator, eval_examples, eval_features, args, pad_first)
-        logger.info(f"evaluation: {eval_output[0]}")
-    eval_metrics, predictions, nbest, null_odds = eval_output
     if accelerator.is_main_process:
         write_squad_predictions(args.output_dir, predictions, nbest, null_odds)
-
-    results = {f"eval_{k}": v for k, v in eval_metrics.items()}
-    results["eval_samples"] = len(eval_examples)
-    results["eval_features"] = len(eval_features)
-    results["train_steps"] = completed_steps
-    results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
-    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
-
     if args.do_predict:
         predict_examples, predict_features = processed["test"]
         predict_dataloader = accelerator.prepare(
-            DataLoader(
-                predict_features.remove_columns(FEATURE_ONLY_COLUMNS),
-                collate_fn=data_collator,
-                batch_size=args.per_device_eval_batch_size,
-                num_workers=args.dataloader_num_workers,
-            )
+            build_eval_dataloader(args, predict_features.remove_columns(FEATURE_ONLY_COLUMNS), data_collator)
         )
-        scored = has_gold_answers(predict_examples, args)
-        predict_metrics, predictions, nbest, null_odds = evaluate(
+        results.update(predict_test_split(
             model, predict_dataloader, accelerator, predict_examples, predict_features, args, pad_first,
-            with_metrics=scored,
-        )
-        if accelerator.is_main_process:
-            write_squad_predictions(args.output_dir, predictions, nbest, null_odds, prefix="predict_")
-        results["predict_samples"] = len(predict_examples)
-        if predict_metrics is not None:
-            logger.info(f"prediction: {predict_metrics}")
-            results.update({f"predict_{k}": v for k, v in predict_metrics.items()})
-            if args.with_tracking:
-                accelerator.log({f"predict_{k}": v for k, v in predict_metrics.items()}, step=completed_steps)
-
-    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
-        save_model(accelerator, model, args.output_dir, tokenizer)
-    write_all_results(accelerator, args.output_dir, results)
-    if accelerator.is_main_process:
-        logger.info(f"Results: {results}")
-    push_to_hub(accelerator, args)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+            run.completed_steps,
+        ))
+    run.end(results)  # all_results.json again, Hub push, end the trackers
     return results
 
 

@@ -228,6 +228,8 @@ class TrainingRun:
         self.starting_epoch, self.batches_to_skip = resume_position(
             self.completed_steps, self.plan.num_update_steps_per_epoch, self.args.gradient_accumulation_steps
         )
+        if self.finished:  # a finished run (e.g. --max_train_steps mid-epoch) resumed: no epoch left to train
+            self.starting_epoch, self.batches_to_skip = self.num_train_epochs, 0
         progress_file = Path(checkpoint) / PROGRESS_FILE
         totals = json.loads(progress_file.read_text()).get("totals", {}) if progress_file.is_file() else {}
         self._carried.update({k: totals[k] for k in self._carried if k in totals})

@@ -106,3 +106,19 @@ def test_a_resume_on_another_number_of_processes_is_refused(tmp_path, tiny_bert,
     assert result.returncode != 0
     assert "num_processes: 2 -> 1" in result.stdout and "--ignore_checkpoint_mismatch" in result.stdout
     assert not (resumed / "all_results.json").exists()
+
+
+def test_the_same_command_after_a_finished_run_trains_no_further_step(tmp_path, tiny_bert, classification_data):
+    """--max_train_steps 5 ends mid-epoch; launching the unchanged command again (as a preemptible job's
+    retry does) resumes step_5, trains nothing and reports the same run."""
+    out = tmp_path / "out"
+    args = ["--model_name_or_path", tiny_bert, "--train_file", classification_data["train"], "--validation_file",
+            classification_data["validation"], "--max_train_steps", "5", "--checkpointing_steps", "5",
+            "--resume_from_checkpoint", "latest", "--seed", "5", "--output_dir", out]
+    launch("run_glue.py", args)
+    first = read_results(out)
+    launch("run_glue.py", args)
+    again = read_results(out)
+    assert first["train_steps"] == again["train_steps"] == 5
+    assert again["eval_accuracy"] == first["eval_accuracy"]
+    assert again["train_samples"] == first["train_samples"] == 5 * 8

@@ -227,3 +227,23 @@ def test_run_settings_names_the_processes_and_the_flags(tmp_path):
     assert settings == {"model_name_or_path": "tiny", "train_file": "train.csv", "per_device_train_batch_size": 2,
                         "gradient_accumulation_steps": 2, "seed": 1, "num_processes": 1}
     AcceleratorState._reset_state(True)
+
+
+def test_a_finished_run_resumed_trains_no_further_step(tmp_path, tracker):
+    """--max_train_steps 5 with 4 steps per epoch ends 1 step into epoch 1; resuming its step_5 (the same
+    command launched again) must leave no epoch to train, not continue epoch 1 (found by a helper: the resumed
+    run trained a 6th step)."""
+    plan = StepPlan(num_batches=4, num_update_steps_per_epoch=4, max_train_steps=5, num_train_epochs=2)
+    run, _ = make_run(tmp_path, tracker, plan, num_examples=8, lrs=[0.1], gradient_accumulation_steps=1,
+                      checkpointing_steps=5)
+    for step in range(5):
+        run.record_micro_batch(batch(2, 2, 2), torch.tensor(1.0))
+        finished = run.after_optimizer_step(epoch=step // 4)
+    assert finished and (tmp_path / "step_5").is_dir()
+    AcceleratorState._reset_state(True)
+    resumed, _ = make_run(tmp_path, RecordingTracker(), plan, num_examples=8, lrs=[0.1],
+                          gradient_accumulation_steps=1, resume_from_checkpoint="latest")
+    resumed.resume_from(resumed.checkpoint_to_resume())
+    assert resumed.finished
+    assert list(range(resumed.starting_epoch, resumed.num_train_epochs)) == []
+    assert resumed.batches_to_skip == 0

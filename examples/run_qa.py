@@ -34,7 +34,7 @@ from transformers import (
     default_data_collator,
 )
 
-from common.args import add_common_args, validate_common_args
+from common.args import add_common_args, capped_length, model_max_length, validate_common_args
 from common.data import SPLIT_FLAGS, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
@@ -353,19 +353,25 @@ def prepare_validation_features(examples, tokenizer, max_seq_length=384, doc_str
 
 
 def preprocess(args, raw_datasets, tokenizer, accelerator):
-    """Checks answers, truncates splits to --max_*_samples (counted in questions) and builds features.
+    """Checks answers, truncates splits to --max_*_samples (counted in questions) and builds features of at most
+    --max_seq_length tokens, capped at the tokenizer's `model_max_length`.
 
     Returns:
         dict split -> (examples, features): `features` of the train split carry labels; those of
         validation/test carry example_id, offset_mapping and cls_index for the post-processing.
+
+    Raises:
+        ValueError: naming --doc_stride, --max_seq_length and the capped length when --doc_stride is not below
+            the length used; see `check_answers` and `_tokenize`.
     """
-    max_seq_length = args.max_seq_length
-    if max_seq_length > tokenizer.model_max_length:
-        logger.warning(
-            f"--max_seq_length {max_seq_length} is longer than the model's maximum ({tokenizer.model_max_length}); "
-            f"using {tokenizer.model_max_length}."
+    max_seq_length = capped_length("--max_seq_length", args.max_seq_length, model_max_length(tokenizer), logger)
+    # `validate_qa_args` checked --doc_stride against the --max_seq_length given; check it against the one used.
+    if args.doc_stride >= max_seq_length:
+        raise ValueError(
+            f"--doc_stride {args.doc_stride} must be smaller than the --max_seq_length used, {max_seq_length} "
+            f"(--max_seq_length {args.max_seq_length} capped at the model's maximum length); lower --doc_stride "
+            "(it is the number of context tokens two consecutive features share)."
         )
-        max_seq_length = tokenizer.model_max_length
     files = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
     limits = {"train": args.max_train_samples, "validation": args.max_eval_samples, "test": args.max_predict_samples}
     common = dict(tokenizer=tokenizer, max_seq_length=max_seq_length, doc_stride=args.doc_stride,

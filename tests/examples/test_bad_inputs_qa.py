@@ -262,3 +262,13 @@ def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_model, good, fini
     assert result.returncode != 0
     assert "a JSON object without a 'data' list" in result.stdout
     assert snapshot(finished_run) == before
+
+
+def test_doc_stride_checked_against_the_capped_max_seq_length(tiny_model, good, finished_run, capsys):
+    """Issue 19, kind 3: --doc_stride 600 < --max_seq_length 1000 passed the flag check, the length was then capped
+    at the model's 128 and the tokenizer failed inside `datasets.map`."""
+    argv = base(tiny_model, good["train"], good["validation"], finished_run)
+    argv = replace_flag(replace_flag(argv, "--max_seq_length", "1000"), "--doc_stride", "600")
+    assert_rejected(run_qa.main, argv, r"--doc_stride 600 must be smaller than the --max_seq_length used, 128 "
+                                       r"\(--max_seq_length 1000 capped at the model's maximum length\)", finished_run,
+                    capsys)

@@ -14,10 +14,12 @@ import logging
 
 from accelerate.state import AcceleratorState
 from test_run_ner import ner_data, tiny_ner_bert  # noqa: F401 (fixtures)
+from test_run_qa import qa_data, tiny_qa_bert  # noqa: F401 (fixtures)
 from test_run_translation import data, tiny_bart  # noqa: F401 (fixtures)
 
 import run_glue
 import run_ner
+import run_qa
 import run_translation
 
 TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
@@ -77,3 +79,15 @@ def test_translation_lengths_above_the_model_positions_are_capped(tmp_path, data
     for flag, value in (("--max_source_length", 100), ("--max_target_length", 80), ("--val_max_target_length", 100)):
         assert f"{flag} {value} is longer than the model's maximum length (64); using 64." in caplog.text
     assert results["train_steps"] == 2 and 0 < results["eval_gen_len"] <= 64
+
+
+def test_qa_max_seq_length_above_the_model_maximum_is_capped(tmp_path, qa_data, tiny_qa_bert, caplog):  # noqa: F811
+    """The issue's run_qa example with a --doc_stride that fits the capped length: features of at most 128 tokens
+    (the catalogue has --doc_stride 600, which does not fit)."""
+    paths = qa_data["v1"]
+    with caplog.at_level(logging.WARNING):
+        results = run_main(run_qa.main, ["--model_name_or_path", tiny_qa_bert, "--train_file", paths["train"],
+                                         "--validation_file", paths["validation"], "--output_dir", tmp_path / "out",
+                                         "--max_seq_length", "1000", "--doc_stride", "64", *TRAIN])
+    assert "--max_seq_length 1000 is longer than the model's maximum length (128); using 128." in caplog.text
+    assert results["train_steps"] == 2 and results["eval_samples"] == 45

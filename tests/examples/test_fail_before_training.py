@@ -18,11 +18,13 @@ from accelerate.state import AcceleratorState
 from safetensors.torch import load_file
 from test_run_clm import corpus_lines
 from test_run_ner import ner_data, tiny_ner_bert  # noqa: F401 (fixtures)
+from test_run_qa import qa_data, tiny_qa_bert  # noqa: F401 (fixtures)
 from test_run_translation import data, tiny_bart  # noqa: F401 (fixtures)
 
 import run_clm
 import run_glue
 import run_ner
+import run_qa
 import run_translation
 
 TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
@@ -161,3 +163,17 @@ def test_translation_failure_after_training_keeps_the_trained_model(tmp_path, da
             "--val_max_target_length", "24", "--output_dir", out, "--overwrite_output_dir", *TRAIN,
             "--max_train_steps", "3", "--checkpointing_steps", "3"])
     assert_trained_model_kept(out, AutoModelForSeq2SeqLM, steps=3)
+
+
+# ------------------------------------------------------------------------------------------------ run_qa
+def test_qa_failure_after_training_keeps_the_trained_model(tmp_path, qa_data, tiny_qa_bert):  # noqa: F811
+    from transformers import AutoModelForQuestionAnswering
+
+    out = tmp_path / "out"
+    (out / "predictions.json").mkdir(parents=True)  # the validation predictions cannot be written
+    with pytest.raises(IsADirectoryError, match="predictions.json"):
+        run_main(run_qa.main, ["--model_name_or_path", tiny_qa_bert, "--train_file", qa_data["v1"]["train"],
+                               "--validation_file", qa_data["v1"]["validation"], "--max_seq_length", "64",
+                               "--doc_stride", "24", "--output_dir", out, "--overwrite_output_dir", *TRAIN,
+                               "--max_train_steps", "3", "--checkpointing_steps", "3"])
+    assert_trained_model_kept(out, AutoModelForQuestionAnswering, steps=3)

@@ -143,3 +143,11 @@ def test_enable_registers_the_attention_itself():
     assert ATTENTION_NAME in AttentionMaskInterface._global_mapping
     attention_mask = torch.tensor([[1, 1, 1, 0]])
     model(input_ids=torch.tensor([[1, 2, 3, 0]]), attention_mask=attention_mask)  # runs with the registered mask
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_mask_is_drawn_on_the_input_device():
+    x = torch.ones(10_000, device="cuda")
+    torch.manual_seed(0)
+    out = fast_dropout(x, 0.3)
+    assert out.device == x.device and 0.25 < (out == 0).float().mean().item() < 0.35

@@ -52,8 +52,9 @@ SWAG_CHOICE_COLUMNS = "ending0,ending1,ending2,ending3"
 SWAG_LABEL_COLUMN = "label"
 # The batch keys the model takes; the collator pads these and ignores every other column.
 PADDED_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-# The column --group_by_length groups by: the longest choice of each example, in tokens.
-LENGTH_COLUMN = "longest_choice_length"
+# The column --group_by_length groups by: the attention mask of each example's longest choice, a list whose length
+# is the padded length the example needs (`common.sampling` measures list columns).
+LENGTH_COLUMN = "longest_choice_mask"
 
 
 def parse_args(argv=None):
@@ -258,7 +259,7 @@ def preprocess(args, raw_datasets, tokenizer, columns, accelerator):
 
     Returns:
         {split: dataset}; rows: input_ids, attention_mask (and token_type_ids) as lists of `num_choices` token
-        lists, `longest_choice_length`, and labels (not for test).
+        lists, `longest_choice_mask` (for --group_by_length), and labels (not for test).
 
     Raises:
         ValueError: see `row_choices` and `check_labels`; --max_seq_length too short for a pair; and
@@ -303,7 +304,7 @@ def preprocess(args, raw_datasets, tokenizer, columns, accelerator):
                 encoded = tokenizer(first, second, truncation=True, max_length=max_length, padding=padding)
                 n = len(choices[0]) if choices else 0
                 result = {k: [v[i : i + n] for i in range(0, len(v), n)] for k, v in encoded.items()}
-                result[LENGTH_COLUMN] = [max(len(ids) for ids in row) for row in result["input_ids"]]
+                result[LENGTH_COLUMN] = [max(row, key=len) for row in result["attention_mask"]]
                 if with_labels:
                     result["labels"] = [int(label) for label in examples[label_column]]
                 return result
@@ -346,7 +347,7 @@ class DataCollatorForMultipleChoice:
     The examples' choices are flattened into batch x num_choices sequences, each padded to the longest of them
     (rounded up to `pad_to_multiple_of`) on the tokenizer's `padding_side` -- `input_ids` with the pad token,
     `attention_mask` with 0, `token_type_ids` with the tokenizer's `pad_token_type_id` -- and reshaped back.
-    Columns other than `PADDED_INPUTS` and `labels` (e.g. `longest_choice_length`) are left out.
+    Columns other than `PADDED_INPUTS` and `labels` (e.g. `longest_choice_mask`) are left out.
 
     Args:
         tokenizer: gives `pad_token_id`, `pad_token_type_id` and `padding_side`.

@@ -21,31 +21,23 @@ shared with `run_translation.py` through `common/tasks/seq2seq.py`.
 import argparse
 import os
 import re
-import time
 
 import datasets
-import torch
+from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
-from accelerate.utils import DistributedDataParallelKwargs
+from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
 from rouge_score import rouge_scorer
-from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq, default_data_collator
 
 from common.args import add_common_args, positive_int, validate_common_args
-from common.checkpointing import (
-    checkpoint_completed_steps,
-    resolve_checkpoint,
-    resume_position,
-    save_checkpoint,
-)
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
+from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
-from common.launch import build_accelerator, setup_logging
-from common.optimization import batches_per_process, build_lr_scheduler, build_optimizer, training_steps
-from common.preemption import exit_preempted, preemption_requested, sigterm_checkpointing
-from common.sampling import build_train_sampler, padding_multiple, refuse_padding_flags_with_max_length
-from common.saving import push_to_hub, save_model, write_all_results
+from common.launch import setup_run
+from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.preemption import sigterm_checkpointing
+from common.run import TrainingRun
+from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_text_predictions
 from common.tasks.seq2seq import (
     MODEL_TYPES,
@@ -54,8 +46,7 @@ from common.tasks.seq2seq import (
     load_seq2seq_model,
     train_seq2seq_tokenizer,
 )
-from common.throughput import count_tokens, throughput_metrics
-from common.tracking import init_trackers
+from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
 
@@ -226,6 +217,20 @@ def compute_rouge(predictions, references):
     return {rouge_type: 100 * total / len(predictions) for rouge_type, total in totals.items()}
 
 
+def lead3_rouge(documents, references):
+    """The lead-3 baseline (See et al., 2017): ROUGE of each document's first three sentences as its summary
+    (`lead_sentences`, `compute_rouge`), the score a trained model should beat on news-like text.
+
+    Args:
+        documents, references: lists of N strings (the raw validation documents and summaries).
+
+    Returns:
+        {"eval_lead3_rouge1", "eval_lead3_rouge2", "eval_lead3_rougeL", "eval_lead3_rougeLsum"}: 0-100 scale.
+    """
+    lead = compute_rouge([lead_sentences(document) for document in documents], references)
+    return {f"eval_lead3_{k}": v for k, v in lead.items()}
+
+
 def preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accelerator):
     """Tokenises documents (with --source_prefix) and summaries (as labels; training labels keep
     --max_target_length tokens, the others --val_max_target_length).
@@ -266,6 +271,38 @@ def preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accel
     return processed
 
 
+def load_model_and_tokenizer(args, raw_datasets, text_column, summary_column, accelerator):
+    """The tokenizer (`load_tokenizer`) and the seq2seq model (`common.tasks.seq2seq.load_seq2seq_model`: the
+    checkpoint, or a new model from --model_type/--config_name), its decoder's start token checked.
+
+    Returns:
+        (model, tokenizer).
+
+    Raises:
+        ValueError: see `check_decoder_start_token_id`.
+    """
+    tokenizer = load_tokenizer(args, raw_datasets, text_column, summary_column, accelerator)
+    model = load_seq2seq_model(args, tokenizer)
+    check_decoder_start_token_id(model, tokenizer)
+    if args.source_prefix is None and args.model_name_or_path and model.config.model_type == "t5":
+        logger.warning("You're running a T5 checkpoint without --source_prefix; T5 was trained with task prefixes "
+                       "such as --source_prefix 'summarize: '.")
+    return model, tokenizer
+
+
+def generation_kwargs(args):
+    """`model.generate` settings for the validation and test summaries.
+
+    Returns:
+        dict: `max_length` = --val_max_target_length, and `num_beams` with --num_beams (else the model's
+        generation config decides).
+    """
+    gen_kwargs = {"max_length": args.val_max_target_length}
+    if args.num_beams is not None:
+        gen_kwargs["num_beams"] = args.num_beams
+    return gen_kwargs
+
+
 def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
     """Generates summaries for every example (in dataset order, see `common.tasks.seq2seq.generate_texts`)
     and scores them against `references`.
@@ -298,188 +335,97 @@ def load_tokenizer(args, raw_datasets, text_column, summary_column, accelerator)
 
 
 def training_function(args):
-    kwargs_handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if (
-        args.ddp_find_unused_parameters) else []
-    accelerator = build_accelerator(args, kwargs_handlers=kwargs_handlers)
-    setup_logging(accelerator, logger)
+    """Trains (or fine-tunes) the seq2seq model on the documents and their summaries, summarizing the validation
+    documents after every epoch; saves the model and tokenizer, `all_results.json` (with the lead-3 baseline),
+    `eval_history.jsonl`, `generated_predictions.txt` (the last evaluation's summaries) and, with
+    --test_file, `predict_generated_predictions.txt` in `--output_dir`.
+
+    Returns:
+        the `all_results.json` dict.
+    """
+    # The launch config decides devices and processes; these arguments decide accumulation, precision and
+    # trackers. `use_seedable_sampler`: an epoch's order depends on (seed, epoch) only, so resumes are exact.
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        log_with=parse_report_to(args.report_to) if args.with_tracking else None,
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+        # --ddp_find_unused_parameters: DDP then accepts parameters outside the loss (an untied BART's `shared`).
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=args.ddp_find_unused_parameters)],
+    )
+    setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
     raw_datasets, text_column, summary_column = load_raw_datasets(args)
-    tokenizer = load_tokenizer(args, raw_datasets, text_column, summary_column, accelerator)
-    model = load_seq2seq_model(args, tokenizer)
-    check_decoder_start_token_id(model, tokenizer)
-    if args.source_prefix is None and args.model_name_or_path and model.config.model_type == "t5":
-        logger.warning("You're running a T5 checkpoint without --source_prefix; T5 was trained with task prefixes "
-                       "such as --source_prefix 'summarize: '.")
-
+    model, tokenizer = load_model_and_tokenizer(args, raw_datasets, text_column, summary_column, accelerator)
     processed = preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accelerator)
     train_dataset, eval_dataset, predict_dataset = (processed.get(s) for s in ("train", "validation", "test"))
-    eval_references = list(raw_datasets["validation"][summary_column])
-    eval_documents = list(raw_datasets["validation"][text_column])
-
-    if args.pad_to_max_length:
-        data_collator = default_data_collator
-    else:
-        data_collator = DataCollatorForSeq2Seq(
-            tokenizer,
-            model=model,
-            label_pad_token_id=-100 if args.ignore_pad_token_for_loss else tokenizer.pad_token_id,
-            pad_to_multiple_of=padding_multiple(args, accelerator),
-        )
-    # --group_by_length: batches of documents of similar length (less padding); otherwise a plain shuffle.
-    train_sampler = build_train_sampler(args, train_dataset, accelerator)
-    # Each DataLoader gets its own generator: iterating it then draws nothing from the global RNG,
-    # so the dropout masks after a resume are those of the uninterrupted run.
-    train_dataloader = DataLoader(
-        train_dataset,
-        shuffle=train_sampler is None,
-        sampler=train_sampler,
-        collate_fn=data_collator,
-        batch_size=args.per_device_train_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
-    ) if train_dataset is not None else None
-    eval_dataloader = DataLoader(
-        eval_dataset,
-        collate_fn=data_collator,
-        batch_size=args.per_device_eval_batch_size,
-        num_workers=args.dataloader_num_workers,
-        generator=torch.Generator(),
+    eval_references = list(raw_datasets["validation"][summary_column])  # ROUGE against the raw summaries
+    # Pads documents with the pad token and labels with -100 (or the pad token), builds decoder_input_ids from
+    # the labels; multiples of 8 under mixed precision (tensor cores), unless --pad_to_max_length padded all.
+    data_collator = default_data_collator if args.pad_to_max_length else DataCollatorForSeq2Seq(
+        tokenizer, model=model, label_pad_token_id=-100 if args.ignore_pad_token_for_loss else tokenizer.pad_token_id,
+        pad_to_multiple_of=padding_multiple(args, accelerator),
     )
+    # --group_by_length groups documents of similar length (less padding); otherwise a seeded shuffle.
+    train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
+    eval_dataloader = build_eval_dataloader(args, eval_dataset, data_collator)
 
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
-    num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader else 0
-    num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
-        max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
-    )
+    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+    plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
-        optimizer, args.lr_scheduler_type, args.num_warmup_steps, max_train_steps, accelerator
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
 
     model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
-    if train_dataloader is not None and len(train_dataloader) != num_batches:
-        raise RuntimeError(f"Prepared DataLoader has {len(train_dataloader)} batches, expected {num_batches}.")
+    init_trackers(accelerator, "summarization_no_trainer", args)  # the run's flags; logged steps = optimizer steps
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
+        accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
+        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
+    gen_kwargs = generation_kwargs(args)
 
-    init_trackers(accelerator, "summarization_no_trainer", args)
-    gen_kwargs = {"max_length": args.val_max_target_length}
-    if args.num_beams is not None:
-        gen_kwargs["num_beams"] = args.num_beams
-
-    total_batch_size = args.per_device_train_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
-    logger.info("***** Running training *****")
-    logger.info(f"  Num examples = {len(train_dataset) if train_dataset is not None else 0}")
-    logger.info(f"  Num epochs = {num_train_epochs}")
-    logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
-    logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
-    logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
-    logger.info(f"  Total optimization steps = {max_train_steps}")
-
-    completed_steps, starting_epoch, batches_to_skip = 0, 0, 0
-    if args.resume_from_checkpoint:
-        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
-        if checkpoint is None:
-            logger.warning(f"No checkpoint in {args.output_dir} yet: starting from scratch.")
-        else:
-            logger.info(f"Resuming from {checkpoint}")
-            accelerator.load_state(str(checkpoint))
-            completed_steps = checkpoint_completed_steps(checkpoint, num_update_steps_per_epoch)
-            starting_epoch, batches_to_skip = resume_position(
-                completed_steps, num_update_steps_per_epoch, args.gradient_accumulation_steps
-            )
-
-    progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
-    progress_bar.update(completed_steps)
-    num_samples = num_tokens = num_padding = 0
-    train_loss, train_micro_batches = 0.0, 0
-    eval_metrics = summaries = None
-    train_start = time.perf_counter()
-
-    for epoch in range(starting_epoch, num_train_epochs):
-        if completed_steps >= max_train_steps:
-            break
+    eval_metrics = None
+    for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
+        # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
         train_dataloader.set_epoch(epoch)
-        if epoch == starting_epoch and batches_to_skip > 0:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, batches_to_skip)
-            active_dataloader.set_epoch(epoch)
-        else:
-            active_dataloader = train_dataloader
-        epoch_loss = torch.zeros((), device=accelerator.device)
-        epoch_micro_batches = 0
+        # Resuming mid-epoch: skip the batches already trained on.
+        skip = run.batches_to_skip if epoch == run.starting_epoch else 0
+        active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
         for batch in active_dataloader:
-            tokens, padding = count_tokens(batch)
-            num_samples += batch["input_ids"].shape[0]
-            num_tokens += tokens
-            num_padding += padding
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
+            # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
-                outputs = model(**batch)
-                loss = outputs.loss
+                loss = model(**batch).loss
                 accelerator.backward(loss)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-            epoch_loss += loss.detach()
-            epoch_micro_batches += 1
-
-            if accelerator.sync_gradients:  # an optimizer step happened
-                completed_steps += 1
-                progress_bar.update(1)
-                if args.with_tracking:
-                    accelerator.log(
-                        {"learning_rate": lr_scheduler.get_last_lr()[0], "loss": loss.item()}, step=completed_steps
-                    )
-                if isinstance(args.checkpointing_steps, int) and completed_steps % args.checkpointing_steps == 0:
-                    save_checkpoint(
-                        accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch,
-                        args.checkpoints_total_limit,
-                    )
-                if preemption_requested(accelerator):  # SIGTERM: save step_N, exit 75 (common/preemption.py)
-                    exit_preempted(accelerator, logger, args, completed_steps, epoch)
-                if completed_steps >= max_train_steps:
-                    break
-
-        train_loss += epoch_loss.item()
-        train_micro_batches += epoch_micro_batches
+            run.record_micro_batch(batch, loss)
+            # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
+            if accelerator.sync_gradients and run.after_optimizer_step(epoch):
+                break
         eval_metrics, summaries = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references)
-        logger.info(f"epoch {epoch}: {eval_metrics}")
-        if args.with_tracking:
-            accelerator.log(
-                {
-                    **{f"eval_{k}": v for k, v in eval_metrics.items()},
-                    "train_loss": epoch_loss.item() / max(epoch_micro_batches, 1),
-                    "epoch": epoch,
-                },
-                step=completed_steps,
-            )
-        if args.checkpointing_steps == "epoch":
-            save_checkpoint(
-                accelerator, args.output_dir, f"epoch_{epoch}", completed_steps, epoch, args.checkpoints_total_limit
-            )
-    train_seconds = time.perf_counter() - train_start
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics, summaries = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references)
-        logger.info(f"evaluation: {eval_metrics}")
-
-    results = {f"eval_{k}": v for k, v in eval_metrics.items()}
-    # Baseline: the document's first three sentences as its summary.
-    lead = compute_rouge([lead_sentences(doc) for doc in eval_documents], eval_references)
-    results.update({f"eval_lead3_{k}": v for k, v in lead.items()})
+    results = run.results(eval_metrics)
     results["eval_samples"] = len(eval_dataset)
-    results["train_steps"] = completed_steps
-    results["train_loss"] = train_loss / train_micro_batches if train_micro_batches else None
-    results.update(throughput_metrics(accelerator, num_samples, num_tokens, num_padding, train_seconds))
-    if accelerator.is_main_process:
-        os.makedirs(args.output_dir, exist_ok=True)
-        write_text_predictions(os.path.join(args.output_dir, "generated_predictions.txt"), summaries)
+    results.update(lead3_rouge(raw_datasets["validation"][text_column], eval_references))
+    run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
-    if predict_dataset is not None:
-        predict_dataloader = accelerator.prepare(
-            DataLoader(predict_dataset, collate_fn=data_collator, batch_size=args.per_device_eval_batch_size)
-        )
+    if accelerator.is_main_process:
+        write_text_predictions(os.path.join(args.output_dir, "generated_predictions.txt"), summaries)
+    if predict_dataset is not None:  # summarize the test documents; score them when the file has summaries
+        predict_dataloader = accelerator.prepare(build_eval_dataloader(args, predict_dataset, data_collator))
         test_summaries, _ = generate_texts(model, predict_dataloader, accelerator, tokenizer, gen_kwargs)
         if summary_column in raw_datasets["test"].column_names:
             test_metrics = compute_rouge(test_summaries, list(raw_datasets["test"][summary_column]))
@@ -487,15 +433,7 @@ def training_function(args):
         results["predict_samples"] = len(predict_dataset)
         if accelerator.is_main_process:
             write_text_predictions(os.path.join(args.output_dir, "predict_generated_predictions.txt"), test_summaries)
-
-    if completed_steps > 0:  # an evaluation-only run (--max_train_steps 0) saves no model
-        save_model(accelerator, model, args.output_dir, tokenizer)
-    write_all_results(accelerator, args.output_dir, results)
-    if accelerator.is_main_process:
-        logger.info(f"Results: {results}")
-    push_to_hub(accelerator, args)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+    run.end(results)  # all_results.json again, Hub push, end the trackers
     return results
 
 

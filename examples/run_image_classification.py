@@ -412,12 +412,22 @@ def resolve_labels(args, train_dataset, eval_dataset, sources):
 
     Raises:
         ValueError: naming the file and row of an empty label, of a label that is not a str or int or whose type
-            differs from row 0's, or the validation labels never seen in training.
+            differs from row 0's, or the validation labels (classes of --validation_dir) never seen in training.
     """
     reference = train_dataset if train_dataset is not None else eval_dataset
     feature = reference.features[args.label_column_name]
     if isinstance(feature, datasets.ClassLabel):
-        return list(feature.names), list(range(len(feature.names)))
+        names = list(feature.names)
+        # Image folders: the builder's ClassLabel is the union of both folders' classes, so a class that only the
+        # validation folder has would get a head output that is never trained. Refused, as for data files.
+        from_folders = sources.get("train", "").startswith("--train_dir") and "validation" in sources
+        if train_dataset is not None and from_folders:
+            trained = {names[i] for i in set(train_dataset[args.label_column_name])}
+            unseen = sorted({names[i] for i in set(eval_dataset[args.label_column_name])} - trained)
+            if unseen:
+                raise ValueError(f"{sources['validation']}: label(s) {unseen} never occur in {sources['train']} "
+                                 f"(labels there: {sorted(trained)}).")
+        return names, list(range(len(names)))
     present = {}
     for split, dataset in (("train", train_dataset), ("validation", eval_dataset)):
         if dataset is None:

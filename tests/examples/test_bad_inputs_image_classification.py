@@ -243,3 +243,15 @@ def test_bad_input_exits_non_zero_under_accelerate_launch(images, finished_run, 
     assert result.returncode != 0
     assert "red/empty.png: the image file is empty (0 bytes)" in result.stdout
     assert snapshot(finished_run) == before
+
+
+def test_validation_folder_class_never_seen_in_training(images, finished_run, tmp_path, capsys):
+    """Issue 19, kind 2: a class folder that only --validation_dir has silently added an untrained output to the
+    head; now the same error as the CSV listing's (test_validation_label_never_seen_in_training)."""
+    root, _ = images
+    train, validation = tmp_path / "train", tmp_path / "validation"
+    shutil.copytree(root, train, ignore=shutil.ignore_patterns("*.csv", "blue"))
+    shutil.copytree(root, validation, ignore=shutil.ignore_patterns("*.csv"))
+    assert_rejected(SCRIPT_MAIN, base(train, validation, finished_run, data="dir"),
+                    r"--validation_dir .*validation: label\(s\) \['blue'\] never occur in --train_dir .*train "
+                    r"\(labels there: \['green', 'red'\]\)", finished_run, capsys)

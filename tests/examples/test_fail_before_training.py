@@ -17,12 +17,16 @@ import train_tokenizer
 from accelerate.state import AcceleratorState
 from safetensors.torch import load_file
 from test_run_clm import corpus_lines
+from test_run_image_classification import COMMON as IMAGE_COMMON
+from test_run_image_classification import TINY_VIT, image_data  # noqa: F401 (fixture)
 from test_run_ner import ner_data, tiny_ner_bert  # noqa: F401 (fixtures)
 from test_run_qa import qa_data, tiny_qa_bert  # noqa: F401 (fixtures)
 from test_run_translation import data, tiny_bart  # noqa: F401 (fixtures)
 
+import common.run
 import run_clm
 import run_glue
+import run_image_classification
 import run_ner
 import run_qa
 import run_translation
@@ -177,3 +181,23 @@ def test_qa_failure_after_training_keeps_the_trained_model(tmp_path, qa_data, ti
                                "--doc_stride", "24", "--output_dir", out, "--overwrite_output_dir", *TRAIN,
                                "--max_train_steps", "3", "--checkpointing_steps", "3"])
     assert_trained_model_kept(out, AutoModelForQuestionAnswering, steps=3)
+
+
+# ------------------------------------------------------------------------------------ run_image_classification
+def test_image_classification_failure_after_training_keeps_the_trained_model(
+        tmp_path, image_data, monkeypatch):  # noqa: F811
+    """run_image_classification writes nothing after the save but the Hub push: the failure is injected there
+    (a push that fails after training, e.g. the network went down; Hub access itself is checked at start-up)."""
+    from transformers import AutoModelForImageClassification
+
+    def failing_push(*args, **kwargs):
+        raise ConnectionError("injected failure after the last step: the Hub push")
+
+    monkeypatch.setattr(common.run, "push_to_hub", failing_push)
+    out = tmp_path / "out"
+    with pytest.raises(ConnectionError, match="injected failure after the last step"):
+        run_main(run_image_classification.main, [
+            "--train_dir", image_data["root"] / "train", "--validation_dir", image_data["root"] / "validation",
+            "--skip_corrupt_images", *TINY_VIT, *IMAGE_COMMON, "--output_dir", out, "--max_train_steps", "3",
+            "--checkpointing_steps", "3"])
+    assert_trained_model_kept(out, AutoModelForImageClassification, steps=3)

@@ -29,7 +29,7 @@ from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
 from rouge_score import rouge_scorer
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq, default_data_collator
 
-from common.args import add_common_args, positive_int, validate_common_args
+from common.args import add_common_args, cap_seq2seq_lengths, positive_int, validate_common_args
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
@@ -273,7 +273,8 @@ def preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accel
 
 def load_model_and_tokenizer(args, raw_datasets, text_column, summary_column, accelerator):
     """The tokenizer (`load_tokenizer`) and the seq2seq model (`common.tasks.seq2seq.load_seq2seq_model`: the
-    checkpoint, or a new model from --model_type/--config_name), its decoder's start token checked.
+    checkpoint, or a new model from --model_type/--config_name), its decoder's start token checked, and the
+    length flags capped at the model's positions (`common.args.cap_seq2seq_lengths`).
 
     Returns:
         (model, tokenizer).
@@ -284,6 +285,9 @@ def load_model_and_tokenizer(args, raw_datasets, text_column, summary_column, ac
     tokenizer = load_tokenizer(args, raw_datasets, text_column, summary_column, accelerator)
     model = load_seq2seq_model(args, tokenizer)
     check_decoder_start_token_id(model, tokenizer)
+    # --max_source_length / --max_target_length / --val_max_target_length beyond the model's positions would fail
+    # inside the model (generation: after the first epoch): capped here, and used capped everywhere after.
+    cap_seq2seq_lengths(args, tokenizer, model.config, logger)
     if args.source_prefix is None and args.model_name_or_path and model.config.model_type == "t5":
         logger.warning("You're running a T5 checkpoint without --source_prefix; T5 was trained with task prefixes "
                        "such as --source_prefix 'summarize: '.")

@@ -15,11 +15,13 @@ import logging
 from accelerate.state import AcceleratorState
 from test_run_ner import ner_data, tiny_ner_bert  # noqa: F401 (fixtures)
 from test_run_qa import qa_data, tiny_qa_bert  # noqa: F401 (fixtures)
+from test_run_summarization import data as summarization_data  # noqa: F401 (fixture)
 from test_run_translation import data, tiny_bart  # noqa: F401 (fixtures)
 
 import run_glue
 import run_ner
 import run_qa
+import run_summarization
 import run_translation
 
 TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
@@ -91,3 +93,15 @@ def test_qa_max_seq_length_above_the_model_maximum_is_capped(tmp_path, qa_data, 
                                          "--max_seq_length", "1000", "--doc_stride", "64", *TRAIN])
     assert "--max_seq_length 1000 is longer than the model's maximum length (128); using 128." in caplog.text
     assert results["train_steps"] == 2 and results["eval_samples"] == 45
+
+
+def test_summarization_lengths_above_the_model_positions_are_capped(tmp_path, summarization_data, caplog):  # noqa: F811
+    with caplog.at_level(logging.WARNING):
+        results = run_main(run_summarization.main, [
+            "--model_name_or_path", summarization_data["model"], "--train_file", summarization_data["train"],
+            "--validation_file", summarization_data["validation"], "--max_source_length", "500",
+            "--val_max_target_length", "100", "--output_dir", tmp_path / "out", *TRAIN])
+    # --max_target_length is not given: its default, 128, is capped too.
+    for flag, value in (("--max_source_length", 500), ("--max_target_length", 128), ("--val_max_target_length", 100)):
+        assert f"{flag} {value} is longer than the model's maximum length (64); using 64." in caplog.text
+    assert results["train_steps"] == 2 and 0 < results["eval_gen_len"] <= 64

@@ -21,6 +21,7 @@ from test_run_image_classification import COMMON as IMAGE_COMMON
 from test_run_image_classification import TINY_VIT, image_data  # noqa: F401 (fixture)
 from test_run_ner import ner_data, tiny_ner_bert  # noqa: F401 (fixtures)
 from test_run_qa import qa_data, tiny_qa_bert  # noqa: F401 (fixtures)
+from test_run_summarization import data as summarization_data  # noqa: F401 (fixture)
 from test_run_translation import data, tiny_bart  # noqa: F401 (fixtures)
 
 import common.run
@@ -29,6 +30,7 @@ import run_glue
 import run_image_classification
 import run_ner
 import run_qa
+import run_summarization
 import run_translation
 
 TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
@@ -201,3 +203,18 @@ def test_image_classification_failure_after_training_keeps_the_trained_model(
             "--skip_corrupt_images", *TINY_VIT, *IMAGE_COMMON, "--output_dir", out, "--max_train_steps", "3",
             "--checkpointing_steps", "3"])
     assert_trained_model_kept(out, AutoModelForImageClassification, steps=3)
+
+
+# ------------------------------------------------------------------------------------------------ run_summarization
+def test_summarization_failure_after_training_keeps_the_trained_model(tmp_path, summarization_data):  # noqa: F811
+    from transformers import AutoModelForSeq2SeqLM
+
+    out = tmp_path / "out"
+    (out / "generated_predictions.txt").mkdir(parents=True)  # the validation summaries cannot be written
+    with pytest.raises(IsADirectoryError, match="generated_predictions.txt"):
+        run_main(run_summarization.main, [
+            "--model_name_or_path", summarization_data["model"], "--train_file", summarization_data["train"],
+            "--validation_file", summarization_data["validation"], "--max_source_length", "48",
+            "--max_target_length", "16", "--val_max_target_length", "16", "--output_dir", out,
+            "--overwrite_output_dir", *TRAIN, "--max_train_steps", "3", "--checkpointing_steps", "3"])
+    assert_trained_model_kept(out, AutoModelForSeq2SeqLM, steps=3)

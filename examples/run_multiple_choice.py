@@ -229,7 +229,7 @@ def check_labels(labels, num_choices, where, column):
         where: how messages name the file; column: the label column's name.
 
     Returns:
-        list of int labels (integral floats such as 1.0 become ints).
+        list of int labels (integral floats such as 1.0 and integer strings such as "1" become ints).
 
     Raises:
         ValueError: "{where}, row N: label 4 in column 'label' is out of range; expected a choice index 0..3
@@ -240,6 +240,8 @@ def check_labels(labels, num_choices, where, column):
         if is_empty(label):
             raise ValueError(f"{where}, row {i}: empty label in column '{column}'; expected a choice index "
                              f"0..{num_choices - 1}.")
+        if isinstance(label, str) and label.strip().lstrip("+-").isdigit():  # a column with a non-number is text
+            label = int(label)
         integral = isinstance(label, (int, np.integer)) and not isinstance(label, bool)
         integral = integral or (isinstance(label, float) and label.is_integer())
         if not integral:
@@ -306,7 +308,7 @@ def preprocess(args, raw_datasets, tokenizer, columns, accelerator):
                 result = {k: [v[i : i + n] for i in range(0, len(v), n)] for k, v in encoded.items()}
                 result[LENGTH_COLUMN] = [max(row, key=len) for row in result["attention_mask"]]
                 if with_labels:
-                    result["labels"] = [int(label) for label in examples[label_column]]
+                    result["labels"] = [int(float(label)) for label in examples[label_column]]  # checked
                 return result
 
             processed[split] = dataset.map(

@@ -64,7 +64,7 @@ def test_one_string_column_or_a_single_choice_is_refused():
 
 # ----------------------------------------------------------------------------------------- labels
 def test_labels_in_range_are_returned_as_ints():
-    assert mc.check_labels([0, 3, np.int64(2), 1.0], 4, "x", "label") == [0, 3, 2, 1]
+    assert mc.check_labels([0, 3, np.int64(2), 1.0, "2", " 1 "], 4, "x", "label") == [0, 3, 2, 1, 2, 1]
 
 
 @pytest.mark.parametrize("labels, message", [
@@ -73,7 +73,9 @@ def test_labels_in_range_are_returned_as_ints():
     ([1, None], r"^x, row 1: empty label in column 'label'; expected a choice index 0\.\.3"),
     ([1, float("nan")], r"^x, row 1: empty label"),
     ([2, 1.5], r"^x, row 1: label 1\.5 in column 'label' is not an integer; expected the 0-based index"),
-    (["B"], r"^x, row 0: label 'B' in column 'label' is not an integer"),
+    (["1", "B"], r"^x, row 1: label 'B' in column 'label' is not an integer"),
+    (["1", "2.5"], r"^x, row 1: label '2.5' in column 'label' is not an integer"),
+    (["7"], r"^x, row 0: label 7 in column 'label' is out of range"),
     ([True], r"^x, row 0: label True in column 'label' is not an integer"),
 ])
 def test_bad_labels_are_named(labels, message):

@@ -102,7 +102,8 @@ _PREVIOUS_RUN_FOLDER = re.compile(r"^(step_\d+|epoch_\d+|\.tmp-.*|wandb|\.aim)$"
 _PREVIOUS_RUN_FILES = (
     "all_results.json",
     "eval_history.jsonl",
-    "predict_results.txt",  # run_glue, run_ner
+    "predict_results.txt",  # run_glue, run_ner, run_multiple_choice
+    "eval_predictions.txt",  # run_multiple_choice (validation)
     "predictions.json",  # run_qa (validation), and its predict_ variants below
     "nbest_predictions.json",
     "null_odds.json",
@@ -119,9 +120,10 @@ def previous_run_entries(output_dir):
     """The entries of `output_dir` that belong to an earlier run and would be taken as the current run's.
 
     Checkpoints (`step_N/`, `epoch_N/`), half-written checkpoints (`.tmp-*`), `all_results.json`,
-    `eval_history.jsonl`, the prediction files the scripts write (`predict_results.txt`, `predictions.json`,
-    `generated_predictions.txt`, ... and their `predict_` variants), and tracker runs: `wandb/`, Aim's `.aim/`,
-    and every top-level folder holding TensorBoard event files (`<project_name>/`), or such files themselves.
+    `eval_history.jsonl`, the prediction files the scripts write (`predict_results.txt`, `eval_predictions.txt`,
+    `predictions.json`, `generated_predictions.txt`, ... and their `predict_` variants), and tracker runs:
+    `wandb/`, Aim's `.aim/`, and every top-level folder holding TensorBoard event files (`<project_name>/`), or
+    such files themselves.
     The model, tokenizer and anything else are not listed: the new run's final save replaces them.
 
     Args:

@@ -86,7 +86,7 @@ def earlier_run(out):
     (out / "step_29" / "training_progress.json").write_text('{"completed_steps": 29}')
     (out / "glue_no_trainer" / "1700000000.0" / "events.out.tfevents.1700000000.host").write_bytes(b"ev")
     for name in ("all_results.json", "eval_history.jsonl", "predict_results.txt", "generated_predictions.txt",
-                 "config.json", "model.safetensors", "tokenizer.json", "notes.txt"):
+                 "eval_predictions.txt", "config.json", "model.safetensors", "tokenizer.json", "notes.txt"):
         (out / name).write_text("old")
     (out / "step_notes").mkdir()  # not a checkpoint name
     return out
@@ -95,8 +95,8 @@ def earlier_run(out):
 def test_previous_run_entries_lists_state_a_reader_would_take_as_this_runs(tmp_path):
     out = earlier_run(tmp_path / "out")
     assert [p.name for p in previous_run_entries(out)] == [
-        ".tmp-step_30", "all_results.json", "epoch_1", "eval_history.jsonl", "generated_predictions.txt",
-        "glue_no_trainer", "predict_results.txt", "step_29", "wandb",
+        ".tmp-step_30", "all_results.json", "epoch_1", "eval_history.jsonl", "eval_predictions.txt",
+        "generated_predictions.txt", "glue_no_trainer", "predict_results.txt", "step_29", "wandb",
     ]
     assert previous_run_entries(tmp_path / "missing") == []
 
@@ -113,7 +113,7 @@ def test_remove_previous_run_only_with_overwrite_and_not_when_resuming(tmp_path,
     overwrite = argparse.Namespace(output_dir=str(out), overwrite_output_dir=True, resume_from_checkpoint=None)
     with caplog.at_level(logging.INFO):
         removed = remove_previous_run(accelerator, overwrite)
-    assert len(removed) == 9
+    assert len(removed) == 10
     assert sorted(p.name for p in out.iterdir()) == [
         "config.json", "model.safetensors", "notes.txt", "step_notes", "tokenizer.json",
     ]

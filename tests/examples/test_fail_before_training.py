@@ -16,6 +16,8 @@ import torch
 import train_tokenizer
 from accelerate.state import AcceleratorState
 from safetensors.torch import load_file
+from test_bad_inputs_multiple_choice import GOOD_CSV as CHOICES_CSV
+from test_bad_inputs_multiple_choice import model as choice_model  # noqa: F401 (fixture)
 from test_run_clm import corpus_lines
 from test_run_image_classification import COMMON as IMAGE_COMMON
 from test_run_image_classification import TINY_VIT, image_data  # noqa: F401 (fixture)
@@ -28,10 +30,13 @@ import common.run
 import run_clm
 import run_glue
 import run_image_classification
+import run_mlm
+import run_multiple_choice
 import run_ner
 import run_qa
 import run_summarization
 import run_translation
+from conftest import FILLER, NEGATIVE, POSITIVE, build_tiny_bert
 
 TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
          "--seed", "1"]
@@ -218,3 +223,44 @@ def test_summarization_failure_after_training_keeps_the_trained_model(tmp_path, 
             "--max_target_length", "16", "--val_max_target_length", "16", "--output_dir", out,
             "--overwrite_output_dir", *TRAIN, "--max_train_steps", "3", "--checkpointing_steps", "3"])
     assert_trained_model_kept(out, AutoModelForSeq2SeqLM, steps=3)
+
+
+# ------------------------------------------------------------------------------------------------ run_multiple_choice
+def test_multiple_choice_failure_after_training_keeps_the_trained_model(tmp_path, choice_model):  # noqa: F811
+    from transformers import AutoModelForMultipleChoice
+
+    choices = tmp_path / "choices.csv"
+    choices.write_text(CHOICES_CSV)
+    out = tmp_path / "out"
+    (out / "eval_predictions.txt").mkdir(parents=True)  # the validation predictions cannot be written
+    with pytest.raises(IsADirectoryError, match="eval_predictions.txt"):
+        run_main(run_multiple_choice.main, [
+            "--model_name_or_path", choice_model, "--train_file", choices, "--validation_file", choices,
+            "--max_seq_length", "32", "--output_dir", out, "--overwrite_output_dir", *TRAIN, "--max_train_steps", "3",
+            "--checkpointing_steps", "3"])
+    assert_trained_model_kept(out, AutoModelForMultipleChoice, steps=3)
+
+
+# ------------------------------------------------------------------------------------------------ run_mlm
+def test_mlm_failure_after_training_keeps_the_trained_model(tmp_path, monkeypatch):
+    """run_mlm writes nothing after the save but the Hub push: the failure is injected there."""
+    import random
+
+    from transformers import AutoModelForMaskedLM
+
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(FILLER + POSITIVE + NEGATIVE) for _ in range(12)) for _ in range(80)]
+    (tmp_path / "train.txt").write_text("\n".join(lines[:64]) + "\n")
+    (tmp_path / "validation.txt").write_text("\n".join(lines[64:]) + "\n")
+    model = build_tiny_bert(tmp_path / "tiny_bert", lines)
+
+    def failing_push(*args, **kwargs):
+        raise ConnectionError("injected failure after the last step: the Hub push")
+
+    monkeypatch.setattr(common.run, "push_to_hub", failing_push)
+    out = tmp_path / "out"
+    with pytest.raises(ConnectionError, match="injected failure after the last step"):
+        run_main(run_mlm.main, ["--model_name_or_path", model, "--train_file", tmp_path / "train.txt",
+                                "--validation_file", tmp_path / "validation.txt", "--max_seq_length", "32",
+                                "--output_dir", out, *TRAIN, "--max_train_steps", "3", "--checkpointing_steps", "3"])
+    assert_trained_model_kept(out, AutoModelForMaskedLM, steps=3)

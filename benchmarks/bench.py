@@ -22,6 +22,8 @@ Sections (a few minutes each):
   procs     1 process x 2 threads against 2 processes x 1 thread
   length    --max_length 64/128/256 (dynamic padding, and --pad_to_max_length)
   ner       run_ner: plain, bf16, all switches (those run_ner wires)
+  mc        run_multiple_choice: plain against all switches, on Cosmos QA split by context (--max_train_samples / 4
+            questions: as many sequences as the other sections, 4 choices each)
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
   seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
@@ -56,7 +58,7 @@ from flops import matmul_peak_flops, model_flops_utilization, non_embedding_para
 
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
-ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "full", "seeds"]
+ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "full", "seeds"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -128,6 +130,31 @@ def ner_args(max_train_samples, extra=()):
             "--seed", "42", "--max_train_samples", str(max_train_samples), "--max_eval_samples", "500",
             "--overwrite_output_dir"]
     return [str(a) for a in args] + list(extra)
+
+
+def mc_args(max_train_samples, output_dir, extra=()):
+    """run_multiple_choice on Cosmos QA's dev file split by context (examples/split_by_context.py, seed 42) into
+    `output_dir`/cosmosqa_split; 1 epoch of `max_train_samples` questions, 200 validation questions."""
+    split = Path(output_dir) / "cosmosqa_split"
+    if not (split / "train.csv").exists():
+        subprocess.run([sys.executable, str(REPO / "examples" / "split_by_context.py"),
+                        str(SHARED / "cosmosqa" / "valid.csv"), "--output_dir", str(split)], check=True)
+    args = ["--model_name_or_path", model_path(), "--train_file", split / "train.csv",
+            "--validation_file", split / "validation.csv", "--context_column", "context", "--question_column",
+            "question", "--choice_columns", "answer0,answer1,answer2,answer3", "--max_seq_length", "128",
+            "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16", "--learning_rate", "1e-4",
+            "--num_train_epochs", "1", "--seed", "42", "--max_train_samples", str(max_train_samples),
+            "--max_eval_samples", "200", "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def mc_configs(samples, output_dir):
+    """run_multiple_choice: plain against all switches (it honours every one of them)."""
+    return [
+        ("mc_plain", "mc", "examples/run_multiple_choice.py", 1, 2, None, mc_args(samples, output_dir), "fp32"),
+        ("mc_all", "mc", "examples/run_multiple_choice.py", 1, 2, None, mc_args(samples, output_dir, ALL),
+         "bf16 + group_by_length + fused + fast dropout"),
+    ]
 
 
 def launch_command(script, processes, threads, dynamo=None):
@@ -463,8 +490,11 @@ def main(argv=None):
     for section in sections:
         if section == "peak":
             continue
-        configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
-            section, args.max_train_samples, seeds)
+        if section == "mc":  # 4 sequences per question: a quarter of the questions
+            configs = mc_configs(max(args.max_train_samples // 4, 1), output_dir)
+        else:
+            configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
+                section, args.max_train_samples, seeds)
         configs = [c for c in configs if only is None or c[0] in only or re.sub(r"_seed\d+$", "", c[0]) in only]
         if not configs:
             continue
@@ -486,6 +516,7 @@ def main(argv=None):
                     name, command, output_dir / "runs" / f"{name}_{previous + attempt}", threads, args.timeout)
                 precision = "bf16" if "bf16" in extra else "fp32"
                 row = summarize(name, group, results, wall, peak_mib, log_text,
+                                # mc: MiniLM with a 1-output head, 385 parameters fewer than MRPC's model
                                 num_params["ner" if group == "ner" else "glue"], peaks, precision, processes,
                                 threads, notes, other_load)
                 row["attempt"] = previous + attempt
@@ -519,7 +550,7 @@ def main(argv=None):
     chosen = best_runs(rows, args.max_other_load)
     reference = {}
     for row, _, _ in chosen:
-        base = {"plain": "switches", "full_plain": "full", "ner_plain": "ner"}.get(row["name"])
+        base = {"plain": "switches", "full_plain": "full", "ner_plain": "ner", "mc_plain": "mc"}.get(row["name"])
         if base and not row.get("failed"):
             reference[base] = row["samples_per_s"]
     if "full" in reference:

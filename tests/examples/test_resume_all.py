@@ -31,6 +31,7 @@ import time
 import pytest
 import test_run_clm
 import test_run_image_classification
+import test_run_multiple_choice
 import test_run_ner
 import test_run_qa
 import test_run_summarization
@@ -196,8 +197,22 @@ def image_classification_setup(directory):
                                                            "validation": directory / "validation"}
 
 
+def multiple_choice_setup(directory):
+    data = test_run_multiple_choice.write_multiple_choice_files(directory)
+    model = build_tiny_bert(directory / "model", test_run_multiple_choice.choice_texts())
+
+    def command(out):
+        # 160 questions x 4 choices, 8 per batch, 2 batches per optimizer step: 10 steps per epoch, 2 epochs.
+        return ["--model_name_or_path", model, *test_run_multiple_choice.data_args(data), "--num_train_epochs", "2",
+                "--gradient_accumulation_steps", "2", *test_run_multiple_choice.TRAIN, "--checkpointing_steps", "4",
+                "--resume_from_checkpoint", "latest", "--output_dir", out]
+
+    return "run_multiple_choice.py", command, 4, {**data, "model": model}
+
+
 SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": translation_setup,
-          "summarization": summarization_setup, "image_classification": image_classification_setup}
+          "summarization": summarization_setup, "image_classification": image_classification_setup,
+          "multiple_choice": multiple_choice_setup}
 CHEAP = ("ner", "clm")  # SIGKILL for these two runs in `make test`
 
 

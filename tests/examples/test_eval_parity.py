@@ -58,9 +58,15 @@ def multiple_choice_eval(files, model, out):
             "--max_seq_length", 32, "--per_device_eval_batch_size", 8], 37
 
 
+def mlm_eval(files, model, out):
+    # 33 validation blocks of 32 tokens; the evaluation masks are seeded per block (--eval_mask_seed).
+    return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
+            "--max_seq_length", 32, "--per_device_eval_batch_size", 8], None
+
+
 EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "translation": translation_eval,
              "summarization": summarization_eval, "image_classification": image_classification_eval,
-             "multiple_choice": multiple_choice_eval}
+             "multiple_choice": multiple_choice_eval, "mlm": mlm_eval}
 # Files of predictions that must be identical (same lines, same order) on 1 and 2 processes.
 PREDICTION_FILES = {"qa": "predictions.json", "translation": "generated_predictions.txt",
                     "summarization": "generated_predictions.txt"}

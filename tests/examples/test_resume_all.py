@@ -31,6 +31,7 @@ import time
 import pytest
 import test_run_clm
 import test_run_image_classification
+import test_run_mlm
 import test_run_multiple_choice
 import test_run_ner
 import test_run_qa
@@ -210,9 +211,20 @@ def multiple_choice_setup(directory):
     return "run_multiple_choice.py", command, 4, {**data, "model": model}
 
 
+def mlm_setup(directory):
+    corpus = test_run_mlm.write_corpus(directory)
+
+    def command(out):
+        # A tiny bare BERT with a new MLM head, 85 blocks of 32 tokens, 8 per batch: 11 steps per epoch, 4 epochs;
+        # training masks are a function of (seed, epoch, block), so the resumed part masks as the uninterrupted one.
+        return test_run_mlm.base_args(corpus, out, "--checkpointing_steps", 5, "--resume_from_checkpoint", "latest")
+
+    return "run_mlm.py", command, 5, corpus
+
+
 SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": translation_setup,
           "summarization": summarization_setup, "image_classification": image_classification_setup,
-          "multiple_choice": multiple_choice_setup}
+          "multiple_choice": multiple_choice_setup, "mlm": mlm_setup}
 CHEAP = ("ner", "clm")  # SIGKILL for these two runs in `make test`
 
 

@@ -18,9 +18,9 @@ object they travel together, into the checkpoint and back, and the script's loop
         run.resume_from(checkpoint)
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        train_dataloader.set_epoch(epoch)  # reaches the sampler that a skipping DataLoader shares
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
-        active_dataloader.set_epoch(epoch)
         for batch in active_dataloader:
             with accelerator.accumulate(model):
                 loss = model(**batch).loss

@@ -7,7 +7,8 @@ concatenated and cut into blocks of exactly `--block_size` tokens (the remainder
 Model: a pretrained checkpoint (`--model_name_or_path`, also a GGUF file with `--gguf_file`) or a
 new one built from `--model_type`/`--config_name` (+ `--config_overrides`) with a trained
 `--tokenizer_name` (see `train_tokenizer.py`). Metric: perplexity, exp of the mean next-token
-cross-entropy over exactly the validation tokens.
+cross-entropy over exactly the validation tokens, through the 🤗 evaluate module `common/metrics/perplexity`
+(loaded by path: offline).
 
     accelerate launch examples/run_clm.py \\
         --model_name_or_path openai-community/gpt2 --train_file train.txt --validation_file valid.txt \\
@@ -16,7 +17,6 @@ cross-entropy over exactly the validation tokens.
 """
 
 import argparse
-import math
 from itertools import chain
 from pathlib import Path
 
@@ -40,6 +40,7 @@ from common.data import load_data_files
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
+from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.run import TrainingRun
@@ -369,19 +370,6 @@ def token_losses(logits, labels):
     return losses.sum(dim=1), (shift_labels != -100).sum(dim=1)
 
 
-def perplexity_from_sums(loss_sum, token_count):
-    """(mean loss, perplexity) from a summed token loss (nats) and a token count.
-
-    Perplexity = exp(mean next-token cross-entropy) (Jelinek et al., 1977; the definition of the
-    transformers examples); math.inf when the exponential overflows.
-    """
-    mean_loss = loss_sum / token_count
-    try:
-        return mean_loss, math.exp(mean_loss)
-    except OverflowError:
-        return mean_loss, math.inf
-
-
 def evaluate(model, dataloader, accelerator):
     """Token-weighted mean loss and perplexity over exactly the validation tokens.
 
@@ -407,23 +395,27 @@ def evaluate(model, dataloader, accelerator):
     Gathering per-sequence token-loss sums and token counts, and dividing the totals, has none of
     these problems.
 
+    The totals are taken by the perplexity metric module (`common/metrics/perplexity`, loaded by path
+    through `common.metrics.load_metric`: offline): perplexity = exp(sum of token losses / number of
+    predicted tokens) (Jelinek et al., 1977; the transformers examples' definition), the sum taken with
+    `math.fsum` so that it does not depend on the order in which batches arrive. Every process adds every
+    gathered batch to its own in-memory copy of the metric (`keep_in_memory=True`: no cache file shared
+    between processes) and computes it, so every process returns the same values.
+
     Returns:
-        {"loss": mean loss in nats per token, "perplexity": exp(loss), "tokens": predicted tokens
-        scored (sum over sequences of block_size - 1 here)}.
+        {"loss": mean loss in nats per token, "perplexity": exp(loss) (math.inf when it overflows),
+        "tokens": predicted tokens scored (sum over sequences of block_size - 1 here)}.
     """
+    metric = load_metric("perplexity", keep_in_memory=True)
     model.eval()
-    loss_sum = torch.zeros((), dtype=torch.float64)
-    token_count = 0
     for batch in dataloader:
         with torch.no_grad():
             # Without labels the model does not compute its own (unused) mean loss.
             outputs = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"))
         sums, counts = token_losses(outputs.logits, batch["labels"])
         sums, counts = accelerator.gather_for_metrics((sums, counts))
-        loss_sum += sums.double().sum().cpu()
-        token_count += int(counts.sum().item())
-    loss, perplexity = perplexity_from_sums(loss_sum.item(), token_count)
-    return {"loss": loss, "perplexity": perplexity, "tokens": token_count}
+        metric.add_batch(loss_sums=sums.double().cpu().numpy(), token_counts=counts.cpu().numpy())
+    return metric.compute()
 
 
 def generate_sample(model, tokenizer, prompt, max_new_tokens):
@@ -575,11 +567,12 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
-        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
+        # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
+        train_dataloader.set_epoch(epoch)
+        # Resuming mid-epoch: skip the batches already trained on.
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
-        active_dataloader.set_epoch(epoch)
         for batch in active_dataloader:
             # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).

@@ -4,7 +4,8 @@ Task: GLUE (`--task_name mrpc`, loaded from the Hub) or your own data: `--train_
 `--validation_file` and optionally `--test_file` in CSV, TSV (GLUE's own .tsv files load as they
 are), JSON or JSON Lines. One text column gives single-sentence classification, two give
 sentence-pair classification; float labels give regression. Metrics: accuracy (and F1 for binary
-tasks, Matthews correlation for CoLA, Pearson/Spearman for regression), from scikit-learn/scipy.
+tasks, Matthews correlation for CoLA, Pearson/Spearman for regression), through the 🤗 evaluate module
+`common/metrics/glue` (scikit-learn/SciPy), loaded by path: offline.
 
     accelerate launch examples/run_glue.py \\
         --model_name_or_path google-bert/bert-base-cased --task_name mrpc \\
@@ -20,8 +21,6 @@ import torch
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -35,6 +34,7 @@ from common.data import load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
+from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.run import TrainingRun
@@ -270,38 +270,6 @@ def preprocess(args, raw_datasets, tokenizer, text_columns, label_column, label_
     return processed.get("train"), processed.get("validation"), processed.get("test")
 
 
-def compute_metrics(predictions, references, is_regression, task_name=None, num_labels=None, positive_id=1):
-    """GLUE metrics, as defined by the GLUE benchmark (Wang et al., 2019).
-
-    Args:
-        predictions, references: 1-D numpy arrays, class ids (or floats for regression).
-        num_labels: the size of the task's label set (the head's `config.num_labels`); it alone decides
-            whether binary F1 is reported, so the metrics do not depend on which classes an evaluation set
-            happens to hold. `evaluate` always passes it. None (direct calls only) falls back to the rule of
-            `common/metrics/glue` without a label set: F1 when at most two ids occur.
-        positive_id: the class id whose F1 is reported (`positive_label_id`).
-
-    Returns:
-        regression: {"pearson", "spearmanr"} (scipy); CoLA: {"matthews_correlation"} (scikit-learn);
-        otherwise {"accuracy"} plus {"f1"} (of class `positive_id`) for a 2-class label set (not MNLI).
-    """
-    if is_regression:
-        return {
-            "pearson": float(pearsonr(predictions, references)[0]),
-            "spearmanr": float(spearmanr(predictions, references)[0]),
-        }
-    if task_name == "cola":
-        return {"matthews_correlation": float(matthews_corrcoef(references, predictions))}
-    metrics = {"accuracy": float(accuracy_score(references, predictions))}
-    if num_labels is None:
-        binary = len(set(references.tolist()) | set(predictions.tolist())) <= 2
-    else:
-        binary = num_labels == 2
-    if binary and task_name not in ("mnli",):
-        metrics["f1"] = float(f1_score(references, predictions, pos_label=positive_id, zero_division=0))
-    return metrics
-
-
 def positive_label_id(id2label, task_name=None):
     """The class id whose F1 is reported for a 2-class label set, chosen by label, not by id: the GLUE task's
     positive class (its Hub ClassLabel's second name: "equivalent" for MRPC), else the label that comes second
@@ -354,20 +322,40 @@ def predict(model, dataloader, accelerator, is_regression):
 
 
 def evaluate(model, dataloader, accelerator, is_regression, task_name=None):
-    """Scores the model on the validation DataLoader.
+    """Scores the model on the validation DataLoader with the GLUE metric module (`common/metrics/glue`, loaded
+    by path through `common.metrics.load_metric`: offline).
 
-    The metric definitions come from the label set decided once, before training (the head's `id2label`):
-    F1 for 2 classes, of the class `positive_label_id` names.
+    Every process gathers each batch's predictions and labels (`gather_for_metrics`: every example exactly
+    once, without the samples the distributed sampler repeated), adds them to its own in-memory copy of the
+    metric (`keep_in_memory=True`: no cache file shared between processes) and computes it, so every process
+    returns the same dict. The metric definitions come from the label set decided once, before training (the
+    head's `id2label`): F1 exactly for 2 classes (`num_labels`), of the class `positive_label_id` names
+    (`pos_label`), whichever classes the evaluation set happens to hold.
+
+    Args:
+        is_regression: float labels (Pearson/Spearman) instead of class ids.
+        task_name: the GLUE task (`--task_name`) or None for your own data; it picks the module's configuration
+            (`cola`: Matthews correlation; `mnli`: accuracy only; else `regression` / `classification`).
 
     Returns:
-        `compute_metrics(...)` plus "samples": the number of examples scored, which equals the
-        dataset size on any number of processes.
+        the module's metrics, fractions: {"accuracy"} plus {"f1"} for a 2-class label set (not MNLI); CoLA:
+        {"matthews_correlation"}; regression: {"pearson", "spearmanr"}; plus "samples": the number of examples
+        scored, which equals the dataset size on any number of processes.
     """
-    predictions, references = predict(model, dataloader, accelerator, is_regression)
+    config_name = task_name or ("regression" if is_regression else "classification")
+    metric = load_metric("glue", config_name, keep_in_memory=True)
+    model.eval()
+    samples = 0
+    for batch in dataloader:
+        with torch.no_grad():
+            outputs = model(**batch)
+        predictions = outputs.logits.squeeze(-1).float() if is_regression else outputs.logits.argmax(dim=-1)
+        predictions, references = accelerator.gather_for_metrics((predictions, batch["labels"]))
+        metric.add_batch(predictions=predictions.cpu().numpy(), references=references.cpu().numpy())
+        samples += len(references)
     id2label = accelerator.unwrap_model(model).config.id2label
-    metrics = compute_metrics(predictions, references, is_regression, task_name, num_labels=len(id2label),
-                              positive_id=positive_label_id(id2label, task_name))
-    return {**metrics, "samples": len(predictions)}
+    metrics = metric.compute(num_labels=len(id2label), pos_label=positive_label_id(id2label, task_name))
+    return {**metrics, "samples": samples}
 
 
 def load_model_and_tokenizer(args, is_regression, label_list):
@@ -462,11 +450,12 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
-        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
+        # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
+        train_dataloader.set_epoch(epoch)
+        # Resuming mid-epoch: skip the batches already trained on.
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
-        active_dataloader.set_epoch(epoch)
         for batch in active_dataloader:
             # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).

@@ -764,11 +764,12 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
-        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
+        # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
+        train_dataloader.set_epoch(epoch)
+        # Resuming mid-epoch: skip the batches already trained on.
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
-        active_dataloader.set_epoch(epoch)
         train_transform.epoch = epoch  # an example's crop and flip depend on (seed, epoch, its index) only
         for batch in active_dataloader:
             # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only

@@ -7,8 +7,9 @@ line between sentences, `-DOCSTART-` lines skipped; `.txt`/`.conll` files, or an
 or in JSON/JSON Lines (a `tokens` list and a tags list per example; tags as strings or class-label ids).
 IOB1 tags (CoNLL-2003 as released) are converted to IOB2 on load, so IOB1 and IOB2 copies of a data set
 train and score identically. Metrics: seqeval entity-level precision/recall/F1 (conlleval-compatible default
-mode) and word accuracy, on exactly the words of the validation file; test predictions go to
-`predict_results.txt` in the input's word order.
+mode) and word accuracy, through the 🤗 evaluate module `common/metrics/seqeval` (loaded by path: offline), on
+exactly the words of the validation file; test predictions go to `predict_results.txt` in the input's word
+order.
 
     accelerate launch examples/run_ner.py \\
         --model_name_or_path google-bert/bert-base-cased \\
@@ -25,7 +26,6 @@ import torch
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration
-from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
 from transformers import (
     AutoConfig,
     AutoModelForTokenClassification,
@@ -39,6 +39,7 @@ from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
+from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.run import TrainingRun
@@ -504,47 +505,7 @@ def load_model_and_tokenizer(args, config):
     return model, tokenizer
 
 
-def compute_metrics(references, predictions, scheme="IOB", return_entity_level_metrics=False):
-    """Entity-level precision/recall/F1 and word accuracy with seqeval (Nakayama, 2018).
-
-    seqeval runs in its default mode, which reproduces the CoNLL shared tasks' `conlleval` script: an entity is a
-    maximal run of words of one type started by `B-X`, or by an `I-X` that follows `O` or another type. It
-    therefore scores IOB1 and IOB2 alike, and counts predicted entities that start with `I-X` as conlleval does.
-    Micro averages over entity types (precision = correct entities / predicted, recall = correct / gold,
-    F1 = their harmonic mean; 0 when undefined). Accuracy = correct words / words.
-
-    Args:
-        references, predictions: lists of sentences, each a list of str tags, sentence and word counts equal.
-        scheme: `tag_scheme` of the data; for "none" (POS tags) only accuracy is returned.
-        return_entity_level_metrics: add `{TYPE}_precision`, `{TYPE}_recall`, `{TYPE}_f1`, `{TYPE}_number`.
-
-    Returns:
-        dict of floats (and int `{TYPE}_number`): precision, recall, f1, accuracy.
-
-    Raises:
-        ValueError: when a sentence's predictions are not as many as its references.
-    """
-    if len(references) != len(predictions) or any(len(r) != len(p) for r, p in zip(references, predictions)):
-        raise ValueError("references and predictions must have the same sentences and words.")
-    metrics = {"accuracy": float(accuracy_score(references, predictions))}
-    if scheme == "none":
-        return metrics
-    metrics["precision"] = float(precision_score(references, predictions, zero_division=0))
-    metrics["recall"] = float(recall_score(references, predictions, zero_division=0))
-    metrics["f1"] = float(f1_score(references, predictions, zero_division=0))
-    if return_entity_level_metrics:
-        report = classification_report(references, predictions, output_dict=True, zero_division=0)
-        for entity_type, values in report.items():
-            if entity_type.endswith(" avg"):
-                continue
-            metrics[f"{entity_type}_precision"] = float(values["precision"])
-            metrics[f"{entity_type}_recall"] = float(values["recall"])
-            metrics[f"{entity_type}_f1"] = float(values["f1-score"])
-            metrics[f"{entity_type}_number"] = int(values["support"])
-    return metrics
-
-
-def predict(model, dataloader, accelerator, word_ids, num_words, id2label):
+def predict(model, dataloader, accelerator, word_ids, num_words, id2label, metric=None, references=None):
     """Runs the model over `dataloader` on every process and returns word-level tags.
 
     Each process pads its per-batch predictions to a common length (`pad_across_processes`), then
@@ -553,6 +514,9 @@ def predict(model, dataloader, accelerator, word_ids, num_words, id2label):
 
     Args:
         word_ids: per dataset row, its `word_ids` column; num_words: per row, its number of words.
+        metric: an `evaluate` module (`load_metric("seqeval")`) or None; when given, every gathered batch's
+            word-level tags are added to it (`add_batch`) with their gold tags, `references` (per dataset row, a
+            list of str tags).
 
     Returns:
         list (one entry per dataset row, in dataset order) of lists of str (one tag per word, see
@@ -569,37 +533,66 @@ def predict(model, dataloader, accelerator, word_ids, num_words, id2label):
             logits = model(**batch).logits
         token_predictions = accelerator.pad_across_processes(logits.argmax(dim=-1), dim=1, pad_index=-100)
         example_index, token_predictions = accelerator.gather_for_metrics((example_index, token_predictions))
-        for index, row in zip(example_index.tolist(), token_predictions.cpu().tolist()):
+        indices = example_index.tolist()
+        for index, row in zip(indices, token_predictions.cpu().tolist()):
             if predictions[index] is not None:
                 raise RuntimeError(f"Example {index} was predicted twice.")
             predictions[index] = word_level_predictions(row, word_ids[index], num_words[index], id2label)
+        if metric is not None:
+            metric.add_batch(predictions=[predictions[i] for i in indices],
+                             references=[references[i] for i in indices])
     missing = [i for i, p in enumerate(predictions) if p is None]
     if missing:
         raise RuntimeError(f"{len(missing)} examples were never predicted (first: {missing[:5]}).")
     return predictions
 
 
+def score_tags(model, dataloader, accelerator, word_ids, references, scheme, return_entity_level_metrics=False):
+    """Tags the sentences of `dataloader` (`predict`) and scores them against `references` with the seqeval
+    metric module (`common/metrics/seqeval`, loaded by path through `common.metrics.load_metric`: offline).
+
+    seqeval's default mode reproduces the CoNLL shared tasks' `conlleval`: entity-level precision, recall and F1
+    (micro averages over entity types, 0 when undefined) and word accuracy; IOB1 and IOB2 score alike. Every
+    process adds every gathered batch to its own in-memory copy of the metric (`keep_in_memory=True`: no cache
+    file shared between processes) and computes it, so every process returns the same values.
+
+    Args:
+        word_ids: per row, its `word_ids` column; references: per row, its gold tags (str).
+        scheme: `tag_scheme` of the data; for "none" (POS tags) only accuracy is returned.
+        return_entity_level_metrics: add `{TYPE}_precision`, `{TYPE}_recall`, `{TYPE}_f1`, `{TYPE}_number`.
+
+    Returns:
+        (metrics, predictions): metrics = {"accuracy", "precision", "recall", "f1"} (fractions; "accuracy" only
+        for scheme "none"); predictions = per row, its predicted tags (str), in dataset order.
+    """
+    metric = load_metric("seqeval", keep_in_memory=True)
+    id2label = accelerator.unwrap_model(model).config.id2label
+    num_words = [len(tags) for tags in references]
+    predictions = predict(model, dataloader, accelerator, word_ids, num_words, id2label, metric, references)
+    metrics = metric.compute(scheme=scheme, return_entity_level_metrics=return_entity_level_metrics)
+    return metrics, predictions
+
+
 def evaluate(model, dataloader, accelerator, word_ids, references, scheme, return_entity_level_metrics=False):
-    """Scores the model's word-level tags on the validation DataLoader (`predict`, then `compute_metrics`).
+    """Scores the model's word-level tags on the validation DataLoader (`score_tags`: seqeval module).
 
     Args:
         word_ids: per validation row, its `word_ids` column; references: per row, its gold tags (str).
-        scheme, return_entity_level_metrics: see `compute_metrics`.
+        scheme, return_entity_level_metrics: see `score_tags`.
 
     Returns:
-        `compute_metrics(...)` plus "samples" (sentences scored: the dataset size on any number of processes)
-        and "words" (words scored).
+        the seqeval metrics (see `score_tags`) plus "samples" (sentences scored: the dataset size on any number of
+        processes) and "words" (words scored).
     """
-    id2label = accelerator.unwrap_model(model).config.id2label
-    predictions = predict(model, dataloader, accelerator, word_ids, [len(tags) for tags in references], id2label)
-    metrics = compute_metrics(references, predictions, scheme, return_entity_level_metrics)
+    metrics, predictions = score_tags(model, dataloader, accelerator, word_ids, references, scheme,
+                                      return_entity_level_metrics)
     return {**metrics, "samples": len(predictions), "words": sum(len(tags) for tags in references)}
 
 
 def predict_test_split(model, dataloader, accelerator, test_dataset, word_ids, text_column, label_column, scheme,
                        output_dir, return_entity_level_metrics=False):
     """Tags the test split, writes `<output_dir>/predict_results.txt` (`write_token_predictions`, input order)
-    and scores it when the test data has tags.
+    and scores it (`score_tags`: seqeval module) when the test data has tags.
 
     Args:
         dataloader: the prepared test DataLoader; test_dataset: the raw (word-level) test split;
@@ -608,14 +601,16 @@ def predict_test_split(model, dataloader, accelerator, test_dataset, word_ids, t
     Returns:
         dict: `predict_*` metrics (when tagged) and `predict_samples` (sentences).
     """
-    id2label = accelerator.unwrap_model(model).config.id2label
     tokens = test_dataset[text_column]
-    predictions = predict(model, dataloader, accelerator, word_ids, [len(words) for words in tokens], id2label)
     references = test_dataset[label_column] if label_column in test_dataset.column_names else None
     results = {}
     if references is not None:
-        metrics = compute_metrics(references, predictions, scheme, return_entity_level_metrics)
+        metrics, predictions = score_tags(model, dataloader, accelerator, word_ids, references, scheme,
+                                          return_entity_level_metrics)
         results.update({f"predict_{k}": v for k, v in metrics.items()})
+    else:
+        id2label = accelerator.unwrap_model(model).config.id2label
+        predictions = predict(model, dataloader, accelerator, word_ids, [len(words) for words in tokens], id2label)
     results["predict_samples"] = len(tokens)
     if accelerator.is_main_process:
         write_token_predictions(os.path.join(output_dir, "predict_results.txt"), tokens, predictions, references)
@@ -681,11 +676,12 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
-        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
+        # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
+        train_dataloader.set_epoch(epoch)
+        # Resuming mid-epoch: skip the batches already trained on.
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
-        active_dataloader.set_epoch(epoch)
         for batch in active_dataloader:
             # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import run_ner
+from common.metrics import load_metric
 from conftest import bf16_autocast_works_on_cpu, build_tiny_bert, launch, read_results
 
 # Entity lexicons: multi-word names give I- tags, long rare words split into several sub-words.
@@ -165,7 +166,8 @@ def test_two_processes_conll_iob1_label_all_tokens_and_resume(tmp_path, ner_data
         assert [c[1] for c in columns] == [w[2] for w in words]  # gold, converted to IOB2
     predicted = [[c.split()[2] for c in block] for block in written]
     gold = [[w[2] for w in words] for words in splits["test"]]
-    assert results["predict_f1"] == pytest.approx(run_ner.compute_metrics(gold, predicted)["f1"])
+    assert results["predict_f1"] == pytest.approx(
+        load_metric("seqeval").compute(predictions=predicted, references=gold)["f1"])
 
     launch("run_ner.py", common_args(tiny_ner_bert, run_b, resume_from_checkpoint=run_a / "step_8", **extra),
            num_processes=2)

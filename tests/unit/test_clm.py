@@ -89,19 +89,6 @@ def test_token_losses_match_the_models_own_mean_loss():
     assert (sums.sum() / counts.sum()).item() == pytest.approx(outputs.loss.item(), rel=1e-5)
 
 
-def test_perplexity_is_exp_of_the_token_mean():
-    loss, perplexity = run_clm.perplexity_from_sums(6.0, 3)
-    assert loss == 2.0 and perplexity == pytest.approx(math.exp(2.0))
-    assert run_clm.perplexity_from_sums(1e6, 1)[1] == math.inf
-
-
-def test_token_weighting_differs_from_averaging_batch_means():
-    # Batch 1: 2 sequences x 3 tokens of loss 1; batch 2 (short): 1 sequence x 1 token of loss 4.
-    # Per-token mean = (6 + 4) / 7; the mean of batch means would give (1 + 4) / 2.
-    loss, _ = run_clm.perplexity_from_sums(1.0 * 6 + 4.0 * 1, 7)
-    assert loss == pytest.approx(10 / 7)
-
-
 # ---------------------------------------------------------------- block size
 class _Config:
     def __init__(self, max_position_embeddings):

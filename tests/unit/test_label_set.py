@@ -2,12 +2,14 @@
 
 `common.tasks.labels`: empty labels found by row, a checkpoint's trained head of another size refused with our
 own error; run_glue's metrics from the label set (F1 exactly for 2 classes, of the same class whatever the
-checkpoint's id order), and `common/metrics/glue` agreeing with them when given the label set."""
+checkpoint's id order): `common/metrics/glue` given the label set (`num_labels`, `pos_label`), as run_glue's
+`evaluate` calls it."""
 
 import math
 
 import numpy as np
 import pytest
+from sklearn.metrics import f1_score
 from transformers import BertConfig
 
 import run_glue
@@ -43,15 +45,19 @@ def test_align_labels_refuses_a_default_labelled_head_of_another_size():
     assert config.num_labels == 2
 
 
+def glue_classification(predictions, references, **kwargs):
+    """`common/metrics/glue` for your own class labels, as run_glue's `evaluate` calls it."""
+    return load_metric("glue", "classification").compute(predictions=predictions, references=references, **kwargs)
+
+
 def test_glue_f1_follows_the_label_set_not_the_evaluation_set():
     # A 3-class task whose evaluation set and predictions hold only classes 0 and 1: accuracy 3/4, no F1
     # (the rule without a label set would report one).
     predictions, references = np.array([0, 1, 1, 0]), np.array([0, 1, 0, 0])
-    assert run_glue.compute_metrics(predictions, references, False, num_labels=3) == {"accuracy": 0.75}
-    assert "f1" in run_glue.compute_metrics(predictions, references, False)
+    assert glue_classification(predictions, references, num_labels=3) == {"accuracy": 0.75}
+    assert "f1" in glue_classification(predictions, references)
     # A 2-class task whose evaluation set holds only class 0: F1 of class 1 is 0 (no true positive), reported.
-    assert run_glue.compute_metrics(np.array([0, 0]), np.array([0, 0]), False, num_labels=2) == {
-        "accuracy": 1.0, "f1": 0.0}
+    assert glue_classification(np.array([0, 0]), np.array([0, 0]), num_labels=2) == {"accuracy": 1.0, "f1": 0.0}
 
 
 def test_glue_f1_is_that_of_the_same_class_whatever_the_checkpoint_ids():
@@ -64,9 +70,8 @@ def test_glue_f1_is_that_of_the_same_class_whatever_the_checkpoint_ids():
         label2id = {label: i for i, label in id2label.items()}
         positive = run_glue.positive_label_id(id2label)
         assert id2label[positive] == "pos"
-        metrics = run_glue.compute_metrics(np.array([label2id[x] for x in guess]),
-                                           np.array([label2id[x] for x in gold]), False, num_labels=2,
-                                           positive_id=positive)
+        metrics = glue_classification(np.array([label2id[x] for x in guess]), np.array([label2id[x] for x in gold]),
+                                      num_labels=2, pos_label=positive)
         assert metrics == {"accuracy": pytest.approx(0.6), "f1": pytest.approx(2 / 3)}
 
 
@@ -79,16 +84,16 @@ def test_positive_label_by_label():
 
 
 @pytest.mark.parametrize("num_labels", [None, 2, 3])
-def test_glue_metric_module_agrees_with_run_glue(num_labels):
+def test_glue_metric_module_f1_by_label_set_and_positive_class(num_labels):
+    # 41 random binary examples: the module's accuracy and F1 (of class 1, and of class 0 with pos_label=0) are
+    # scikit-learn's; F1 is there exactly when the label set does not have 3 classes.
     rng = np.random.default_rng(0)
     predictions, references = rng.integers(0, 2, 41), rng.integers(0, 2, 41)
     kwargs = {} if num_labels is None else {"num_labels": num_labels}
-    module = load_metric("glue", "classification").compute(predictions=predictions, references=references,
-                                                           **kwargs)
-    script = run_glue.compute_metrics(predictions, references, False, num_labels=num_labels)
-    assert module.keys() == script.keys() and all(math.isclose(module[k], script[k]) for k in module)
+    module = glue_classification(predictions, references, **kwargs)
+    assert module["accuracy"] == pytest.approx(float(np.mean(predictions == references)))
     assert ("f1" in module) == (num_labels != 3)
-    # F1 of class 0: the module's pos_label and the script's positive_id name the same class.
-    assert load_metric("glue", "classification").compute(
-        predictions=predictions, references=references, num_labels=2, pos_label=0)["f1"] == pytest.approx(
-        run_glue.compute_metrics(predictions, references, False, num_labels=2, positive_id=0)["f1"])
+    if "f1" in module:
+        assert math.isclose(module["f1"], f1_score(references, predictions))
+    assert glue_classification(predictions, references, num_labels=2, pos_label=0)["f1"] == pytest.approx(
+        f1_score(references, predictions, pos_label=0))

@@ -1,47 +1,50 @@
-"""Metric definitions the scripts report, on hand-made inputs with hand-computed values: GLUE
-(`run_glue.compute_metrics`), ROUGE (`run_summarization.compute_rouge`, `split_sentences`) and image
-classification accuracy (`run_image_classification.compute_metrics`). Each case is chosen so that a plausible
-slip (a dropped stemmer, rougeL for rougeLsum, F1 on a 3-class task, Pearson for Spearman) changes the value
-(issue 21, `make mutation`)."""
+"""Metric definitions the scripts report, on hand-made inputs with hand-computed values: GLUE, NER and perplexity
+(the `common/metrics/glue`, `seqeval` and `perplexity` modules that run_glue, run_ner and run_clm compute their
+metrics with), ROUGE (`run_summarization.compute_rouge`, `split_sentences`) and image classification accuracy
+(`run_image_classification.compute_metrics`). Each case is chosen so that a plausible slip (a dropped stemmer,
+rougeL for rougeLsum, F1 on a 3-class task, Pearson for Spearman) changes the value (issue 21, `make mutation`)."""
 
 import math
 
 import numpy as np
 import pytest
 
-import run_glue
 import run_image_classification
 import run_summarization
+from common.metrics import load_metric
 
 
 # ------------------------------------------------------------------------------------------------ GLUE
+def glue(config, predictions, references, **kwargs):
+    """`common/metrics/glue` as run_glue's `evaluate` calls it (configuration: the GLUE task, or
+    `classification` / `regression` for your own data)."""
+    return load_metric("glue", config).compute(predictions=predictions, references=references, **kwargs)
+
+
 def test_glue_binary_accuracy_and_f1_of_class_1():
     # TP = 2 (0, 3), FP = 1 (2), FN = 1 (4), TN = 1 (1): accuracy 3/5; P = R = 2/3, F1 = 2/3.
     predictions, references = np.array([1, 0, 1, 1, 0]), np.array([1, 0, 0, 1, 1])
-    metrics = run_glue.compute_metrics(predictions, references, is_regression=False, task_name="mrpc")
+    metrics = glue("mrpc", predictions, references)
     assert metrics == {"accuracy": pytest.approx(0.6), "f1": pytest.approx(2 / 3)}
     assert all(type(v) is float for v in metrics.values())
     # Own data (no task name): the same definitions. F1 is that of class 1, not class 0 (whose P = 1/2, R = 1/2).
-    assert run_glue.compute_metrics(predictions, references, is_regression=False) == metrics
+    assert glue("classification", predictions, references) == metrics
 
 
 def test_glue_f1_only_when_at_most_two_classes_and_not_for_mnli():
     # 3 classes: accuracy 3/4 only.
-    assert run_glue.compute_metrics(np.array([0, 1, 2, 2]), np.array([0, 1, 1, 2]), False, "sst2") == {
-        "accuracy": 0.75}
+    assert glue("sst2", np.array([0, 1, 2, 2]), np.array([0, 1, 1, 2])) == {"accuracy": 0.75}
     # The third class only among the predictions still makes 3 classes.
-    assert run_glue.compute_metrics(np.array([0, 1, 2]), np.array([0, 1, 1]), False) == {
-        "accuracy": pytest.approx(2 / 3)}
+    assert glue("classification", np.array([0, 1, 2]), np.array([0, 1, 1])) == {"accuracy": pytest.approx(2 / 3)}
     # MNLI reports accuracy only, even on a batch holding two of its three classes.
-    assert run_glue.compute_metrics(np.array([0, 1, 1]), np.array([0, 1, 0]), False, "mnli") == {
-        "accuracy": pytest.approx(2 / 3)}
+    assert glue("mnli", np.array([0, 1, 1]), np.array([0, 1, 0])) == {"accuracy": pytest.approx(2 / 3)}
     # A single class: F1 of class 1 is 0 when class 1 never occurs (zero_division=0), not an error.
-    assert run_glue.compute_metrics(np.array([0, 0]), np.array([0, 0]), False, "qqp") == {"accuracy": 1.0, "f1": 0.0}
+    assert glue("qqp", np.array([0, 0]), np.array([0, 0])) == {"accuracy": 1.0, "f1": 0.0}
 
 
 def test_glue_cola_matthews_correlation():
     # TP = 1, FP = 1, TN = 2, FN = 0: MCC = (1*2 - 1*0) / sqrt((1+1)(1+0)(2+1)(2+0)) = 2 / sqrt(12).
-    metrics = run_glue.compute_metrics(np.array([1, 1, 0, 0]), np.array([1, 0, 0, 0]), False, "cola")
+    metrics = glue("cola", np.array([1, 1, 0, 0]), np.array([1, 0, 0, 0]))
     assert metrics == {"matthews_correlation": pytest.approx(2 / math.sqrt(12))}
 
 
@@ -49,9 +52,58 @@ def test_glue_regression_pearson_and_spearman():
     # x = 1, 2, 3, 10 (mean 4), y = 1, 2, 3, 4 (mean 2.5): sum dx dy = 4.5 + 1 - 0.5 + 9 = 14, sum dx^2 = 50,
     # sum dy^2 = 5: Pearson r = 14 / sqrt(250); same ranks: Spearman rho = 1.
     predictions, references = np.array([1.0, 2.0, 3.0, 10.0]), np.array([1.0, 2.0, 3.0, 4.0])
-    metrics = run_glue.compute_metrics(predictions, references, is_regression=True, task_name="stsb")
+    metrics = glue("stsb", predictions, references)
     assert metrics == {"pearson": pytest.approx(14 / math.sqrt(250)), "spearmanr": pytest.approx(1.0)}
     assert all(type(v) is float for v in metrics.values())
+
+
+# ------------------------------------------------------------------------------------------------ NER
+def seqeval(references, predictions, **kwargs):
+    """`common/metrics/seqeval` as run_ner's `score_tags` calls it (references first, as the tests below read)."""
+    return load_metric("seqeval").compute(predictions=predictions, references=references, **kwargs)
+
+
+def test_seqeval_entities_and_words_hand_computed():
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
+    pred = [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "O"]]
+    # gold entities: PER, LOC, ORG; predicted: PER, ORG, ORG; correct: PER and the second sentence's ORG.
+    metrics = seqeval(gold, pred, return_entity_level_metrics=True)
+    assert metrics["precision"] == pytest.approx(2 / 3)
+    assert metrics["recall"] == pytest.approx(2 / 3)
+    assert metrics["f1"] == pytest.approx(2 / 3)
+    assert metrics["accuracy"] == pytest.approx(5 / 6)
+    assert (metrics["ORG_precision"], metrics["ORG_recall"], metrics["ORG_number"]) == (0.5, 1.0, 1)
+    assert (metrics["LOC_recall"], metrics["LOC_number"], metrics["PER_f1"]) == (0.0, 1, 1.0)
+    # The same gold entities in IOB1 score the same; a predicted entity starting with I- counts (conlleval).
+    iob1_gold = [["I-PER", "I-PER", "O", "I-LOC"], ["I-ORG", "O"]]
+    assert seqeval(iob1_gold, pred)["f1"] == pytest.approx(2 / 3)
+    i_start = [["I-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
+    assert seqeval(gold, i_start)["f1"] == 1.0
+    assert seqeval([["NN", "VB"]], [["NN", "NN"]], scheme="none") == {"accuracy": 0.5}
+    with pytest.raises(ValueError):
+        seqeval(gold, [["O"]])
+    with pytest.raises(ValueError, match=r"sentence 0 has 1 predicted tags for 2 reference tags"):
+        seqeval([["O", "O"]], [["O"]])
+
+
+# ------------------------------------------------------------------------------------------------ perplexity
+def perplexity(loss_sums, token_counts):
+    """`common/metrics/perplexity` as run_clm's `evaluate` calls it: per sequence, its summed token loss (nats)
+    and its number of predicted tokens."""
+    return load_metric("perplexity").compute(loss_sums=loss_sums, token_counts=token_counts)
+
+
+def test_perplexity_is_exp_of_the_token_mean():
+    metrics = perplexity([6.0], [3])
+    assert metrics["loss"] == 2.0 and metrics["perplexity"] == pytest.approx(math.exp(2.0))
+    assert perplexity([1e6], [1])["perplexity"] == math.inf
+
+
+def test_token_weighting_differs_from_averaging_batch_means():
+    # Batch 1: 2 sequences x 3 tokens of loss 1; batch 2 (short): 1 sequence x 1 token of loss 4.
+    # Per-token mean = (6 + 4) / 7; the mean of batch means would give (1 + 4) / 2.
+    metrics = perplexity([3.0, 3.0, 4.0], [3, 3, 1])
+    assert metrics["loss"] == pytest.approx(10 / 7) and metrics["tokens"] == 7
 
 
 # ------------------------------------------------------------------------------------------------ ROUGE

@@ -222,27 +222,6 @@ def test_word_level_predictions_take_the_first_subword_and_fill_truncated_words(
     assert run_ner.word_level_predictions([2, 0, 2, 1, 0, -100], word_ids, 3, id2label) == ["B-PER", "I-PER", "O"]
 
 
-def test_compute_metrics_hand_computed():
-    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
-    pred = [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "O"]]
-    # gold entities: PER, LOC, ORG; predicted: PER, ORG, ORG; correct: PER and the second sentence's ORG.
-    metrics = run_ner.compute_metrics(gold, pred, return_entity_level_metrics=True)
-    assert metrics["precision"] == pytest.approx(2 / 3)
-    assert metrics["recall"] == pytest.approx(2 / 3)
-    assert metrics["f1"] == pytest.approx(2 / 3)
-    assert metrics["accuracy"] == pytest.approx(5 / 6)
-    assert (metrics["ORG_precision"], metrics["ORG_recall"], metrics["ORG_number"]) == (0.5, 1.0, 1)
-    assert (metrics["LOC_recall"], metrics["LOC_number"], metrics["PER_f1"]) == (0.0, 1, 1.0)
-    # The same gold entities in IOB1 score the same; a predicted entity starting with I- counts (conlleval).
-    iob1_gold = [["I-PER", "I-PER", "O", "I-LOC"], ["I-ORG", "O"]]
-    assert run_ner.compute_metrics(iob1_gold, pred)["f1"] == pytest.approx(2 / 3)
-    i_start = [["I-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
-    assert run_ner.compute_metrics(gold, i_start)["f1"] == 1.0
-    assert run_ner.compute_metrics([["NN", "VB"]], [["NN", "NN"]], scheme="none") == {"accuracy": 0.5}
-    with pytest.raises(ValueError):
-        run_ner.compute_metrics(gold, [["O"]])
-
-
 # ---------------------------------------------------------------- the real CoNLL-2003 files
 
 

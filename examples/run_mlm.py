@@ -41,7 +41,7 @@ from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.run import TrainingRun
-from common.sampling import padding_multiple
+from common.sampling import example_lengths, padding_multiple
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tracking import init_trackers, parse_report_to
 
@@ -540,15 +540,20 @@ class DataCollatorForSeededMLM:
         tokenizer: gives `pad_token_id`, `mask_token_id` and the vocabulary; random replacements are drawn from
             every id of `len(tokenizer)` except the special tokens.
         mlm_probability: see `mask_example`.
-        pad_to_multiple_of: round the padded length up to a multiple of this (None: to the longest example).
+        pad_to_multiple_of: round the padded length up to a multiple of this (None: no rounding).
+        pad_to_length: pad every batch to this length (None: to its longest example). Evaluation pads to the
+            longest validation example, so that each example is computed in the same shape whatever its batch
+            mates: on 2 processes the last round of batches is filled with repeated examples, and a different
+            padded length changes the float results in their last bits.
 
     Returns (when called on a list of rows): {"input_ids", "attention_mask", "labels"}, (batch, seq_len) int64
     tensors; labels are -100 except at the chosen positions; padding has attention 0 and label -100.
     """
 
-    def __init__(self, tokenizer, mlm_probability, pad_to_multiple_of=None):
+    def __init__(self, tokenizer, mlm_probability, pad_to_multiple_of=None, pad_to_length=None):
         self.pad_token_id, self.mask_token_id = tokenizer.pad_token_id, tokenizer.mask_token_id
         self.mlm_probability, self.pad_to_multiple_of = mlm_probability, pad_to_multiple_of
+        self.pad_to_length = pad_to_length
         special = set(tokenizer.all_special_ids)
         self.random_token_ids = np.array([i for i in range(len(tokenizer)) if i not in special], dtype=np.int64)
 
@@ -559,7 +564,7 @@ class DataCollatorForSeededMLM:
                          self.random_token_ids)
             for example in examples
         ]
-        width = max(len(inputs) for inputs, _ in masked)
+        width = max([len(inputs) for inputs, _ in masked] + [self.pad_to_length or 0])
         if self.pad_to_multiple_of:
             width = math.ceil(width / self.pad_to_multiple_of) * self.pad_to_multiple_of
         input_ids = torch.full((len(masked), width), self.pad_token_id, dtype=torch.long)
@@ -722,10 +727,14 @@ def training_function(args):
     if train_dataset is not None:
         train_dataset = MaskSeededDataset(train_dataset, training_mask_seed(args, accelerator), TRAIN_MASK_STREAM)
     eval_dataset = MaskSeededDataset(eval_dataset, args.eval_mask_seed, EVAL_MASK_STREAM)
-    # Pads each batch to its longest example (multiples of 8 under mixed precision: tensor cores).
+    # Pads each training batch to its longest example (multiples of 8 under mixed precision: tensor cores), and
+    # every evaluation batch to the longest validation example: one shape for every example on any number of
+    # processes, so the evaluation is bit-identical on 1 and 2 processes (blocks: max_seq_length, no cost).
     data_collator = DataCollatorForSeededMLM(tokenizer, args.mlm_probability, padding_multiple(args, accelerator))
+    eval_collator = DataCollatorForSeededMLM(tokenizer, args.mlm_probability, padding_multiple(args, accelerator),
+                                             pad_to_length=max(example_lengths(eval_dataset)))
     train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
-    eval_dataloader = build_eval_dataloader(args, eval_dataset, data_collator)
+    eval_dataloader = build_eval_dataloader(args, eval_dataset, eval_collator)
 
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
@@ -748,11 +757,12 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
-        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
+        # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
+        train_dataloader.set_epoch(epoch)
+        # Resuming mid-epoch: skip the batches already trained on.
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
-        active_dataloader.set_epoch(epoch)
         train_dataset.set_epoch(epoch)  # new masks every epoch (dynamic masking), a function of (seed, epoch)
         for batch in active_dataloader:
             # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only

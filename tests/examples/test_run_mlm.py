@@ -154,23 +154,27 @@ def test_two_processes_learn_and_score_the_same_masked_tokens(trained, untrained
 
 
 def test_eval_perplexity_is_the_same_on_every_run_seed_and_process_count(trained, corpus, tmp_path):
-    """Evaluation only of the trained model, with other --seed values, on 1 and 2 processes (33 blocks in
-    batches of 8: the 2-process run pads its last round with repeated blocks): the very same eval_loss as
-    the training run's final evaluation. Another --eval_mask_seed masks other tokens: another loss."""
+    """Evaluation only of the trained model on 2 processes with another --seed: the very same eval_loss as the
+    training run's final evaluation (1 process, --seed 0). 33 blocks in batches of 8: the 2-process run fills its
+    last round with repeated blocks. The same for --line_by_line (150 lines, other lengths in every batch) on 1
+    and 2 processes, with another --eval_mask_seed: other masked tokens, so another loss."""
     output_dir, results = trained
-    assert results["eval_samples"] % 16 != 0
-    losses = {}
-    for name, processes, extra in (("seed1", 1, ["--seed", 1]), ("seed2_2proc", 2, ["--seed", 2]),
-                                   ("mask_seed7", 1, ["--seed", 1, "--eval_mask_seed", 7])):
+    assert results["eval_samples"] % 16 != 0 and 150 % 16 != 0
+    evaluated = {}
+    for name, processes, extra in (("blocks_2proc", 2, ["--seed", 2]),
+                                   ("lines_1proc", 1, ["--seed", 1, "--line_by_line", "--eval_mask_seed", 7]),
+                                   ("lines_2proc", 2, ["--seed", 3, "--line_by_line", "--eval_mask_seed", 7])):
         out = tmp_path / name
         launch("run_mlm.py", base_args(corpus, out, "--max_train_steps", 0, *extra, model=output_dir),
                num_processes=processes)
-        evaluated = read_results(out)
-        assert evaluated["eval_samples"] == results["eval_samples"]
-        assert evaluated["eval_tokens"] == results["eval_tokens"]
-        losses[name] = evaluated["eval_loss"]
-    assert losses["seed1"] == losses["seed2_2proc"] == results["eval_loss"]
-    assert losses["mask_seed7"] != results["eval_loss"]
+        evaluated[name] = read_results(out)
+    blocks = evaluated["blocks_2proc"]
+    assert (blocks["eval_samples"], blocks["eval_tokens"]) == (results["eval_samples"], results["eval_tokens"])
+    assert blocks["eval_loss"] == results["eval_loss"]
+    one, two = evaluated["lines_1proc"], evaluated["lines_2proc"]
+    assert one["eval_samples"] == two["eval_samples"] == 150 and one["eval_tokens"] == two["eval_tokens"] == 150
+    assert one["eval_loss"] == two["eval_loss"] and one["eval_mask_seed"] == 7
+    assert one["eval_loss"] != results["eval_loss"]
 
 
 def test_line_by_line_whole_word_mask_and_speed_switches(corpus, untrained, tmp_path):
@@ -223,12 +227,11 @@ def test_roberta_from_scratch_with_byte_level_bpe_and_whole_words(corpus, tmp_pa
     common = [*TINY_ROBERTA, "--tokenizer_name", tmp_path / "tokenizer", "--train_file", corpus["train"],
               "--validation_file", corpus["validation"], "--max_seq_length", MAX_SEQ_LENGTH, "--whole_word_mask",
               "--per_device_train_batch_size", 8, "--learning_rate", 5e-3, "--seed", 0]
-    launch("run_mlm.py", [*common, "--max_train_steps", 0, "--output_dir", tmp_path / "before"])
-    launch("run_mlm.py", [*common, "--num_train_epochs", 4, "--output_dir", tmp_path / "after"])
-    before, after = read_results(tmp_path / "before"), read_results(tmp_path / "after")
-    assert before["mlm_head_from_checkpoint"] is False
-    assert before["eval_tokens"] == after["eval_tokens"] and before["eval_samples"] == after["eval_samples"]
-    assert after["perplexity"] < before["perplexity"] / 5
+    launch("run_mlm.py", [*common, "--num_train_epochs", 4, "--output_dir", tmp_path / "out"])
+    results = read_results(tmp_path / "out")
+    assert results["mlm_head_from_checkpoint"] is False
+    # A new model predicts about uniformly over the 280 tokens (perplexity ~280).
+    assert results["perplexity"] < len(tokenizer) / 5
 
 
 @pytest.mark.slow

@@ -244,6 +244,17 @@ def test_collator_pads_to_a_multiple_and_replaces_with_ordinary_tokens(wordpiece
     assert batch["input_ids"].shape == (2, 16)  # longest 10 -> 16
 
 
+def test_evaluation_collator_pads_every_batch_to_one_length(wordpiece):
+    """Evaluation pads to the longest validation example: example 0 (5 tokens) gets the same shape alone or
+    beside example 5 (10 tokens), hence the same float results on 1 and 2 processes."""
+    dataset = MaskSeededDataset(rows(), seed=0, stream=EVAL_MASK_STREAM)
+    collator = DataCollatorForSeededMLM(wordpiece, 0.15, pad_to_length=10)
+    alone, together = collator([dataset[0]]), collator([dataset[5], dataset[0]])
+    assert alone["input_ids"].shape == (1, 10) and together["input_ids"].shape == (2, 10)
+    assert torch.equal(alone["input_ids"][0], together["input_ids"][1])
+    assert alone["attention_mask"][0].tolist() == [1] * 5 + [0] * 5
+
+
 # ------------------------------------------------------------------ perplexity weighted by masked tokens
 def test_perplexity_weights_masked_tokens_not_batches():
     """Two examples scored in two batches: A has 1 masked token predicted with p = 1/2 (loss ln 2), B has 3

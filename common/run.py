@@ -167,6 +167,7 @@ class TrainingRun:
         # The current epoch (this process), its accumulation window, and the epoch's share before a resume.
         self._epoch_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
         self._epoch_micro_batches = self._epoch_samples = self._epoch_samples_before_resume = 0
+        self._epoch_loss_before_resume, self._epoch_micro_batches_before_resume = 0.0, 0
         self._window_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
         self._window_micro_batches = 0
         self._samples_in_done_epochs = 0  # real samples, all processes
@@ -234,9 +235,11 @@ class TrainingRun:
         totals = json.loads(progress_file.read_text()).get("totals", {}) if progress_file.is_file() else {}
         self._carried.update({k: totals[k] for k in self._carried if k in totals})
         epoch_samples = totals.get("epoch_samples", 0)
-        if self.batches_to_skip > 0:  # mid-epoch: the epoch's samples so far count towards its real total
+        if self.batches_to_skip > 0:  # mid-epoch: the epoch's part so far counts towards the epoch's record
             self._epoch_samples_before_resume = epoch_samples
             self._carried["samples"] -= epoch_samples
+            self._epoch_loss_before_resume = totals.get("epoch_loss_sum", 0.0)
+            self._epoch_micro_batches_before_resume = totals.get("epoch_micro_batches", 0)
         self._next_lr = self.optimizer.param_groups[0]["lr"]  # restored with the optimizer state
         self._trim_eval_history(self.completed_steps)
         self._start = time.perf_counter()
@@ -339,11 +342,14 @@ class TrainingRun:
         if self.accelerator.num_processes > 1:
             stats = self.accelerator.reduce(stats, reduction="sum")
         epoch_loss_sum, epoch_micro_batches, epoch_samples = stats.tolist()
+        epoch_loss_sum += self._epoch_loss_before_resume  # the epoch's part before a mid-epoch resume
+        epoch_micro_batches += self._epoch_micro_batches_before_resume
         self._samples_in_done_epochs += self._real_samples(epoch_samples)
         self._loss_sum += self._epoch_loss
         self._micro_batches += self._epoch_micro_batches
         self._epoch_loss.zero_()
         self._epoch_micro_batches = self._epoch_samples = self._epoch_samples_before_resume = 0
+        self._epoch_loss_before_resume, self._epoch_micro_batches_before_resume = 0.0, 0
 
         record = {f"eval_{k}": v for k, v in eval_metrics.items()}
         record["train_loss"] = epoch_loss_sum / epoch_micro_batches if epoch_micro_batches else None
@@ -377,15 +383,20 @@ class TrainingRun:
             torch.tensor(float(self._epoch_samples), dtype=torch.float64, device=self._loss_sum.device),
             torch.tensor(float(self._tokens), dtype=torch.float64, device=self._loss_sum.device),
             torch.tensor(float(self._padding), dtype=torch.float64, device=self._loss_sum.device),
+            self._epoch_loss + self._window_loss,
+            torch.tensor(float(self._epoch_micro_batches + self._window_micro_batches), dtype=torch.float64,
+                         device=self._loss_sum.device),
         ])
         if self.accelerator.num_processes > 1:
             local = self.accelerator.reduce(local, reduction="sum")
-        loss_sum, micro_batches, epoch_samples, tokens, padding = local.tolist()
+        loss_sum, micro_batches, epoch_samples, tokens, padding, epoch_loss, epoch_micro_batches = local.tolist()
         epoch_real = self._real_samples(epoch_samples)
         carried = self._carried
         return {
             "samples": carried["samples"] + self._samples_in_done_epochs + epoch_real,
             "epoch_samples": epoch_real,
+            "epoch_loss_sum": self._epoch_loss_before_resume + epoch_loss,
+            "epoch_micro_batches": self._epoch_micro_batches_before_resume + int(epoch_micro_batches),
             "tokens": carried["tokens"] + int(tokens),
             "padding": carried["padding"] + int(padding),
             "loss_sum": carried["loss_sum"] + loss_sum,

@@ -169,6 +169,9 @@ def test_totals_travel_in_the_checkpoint_and_a_resume_reports_the_whole_run(tmp_
     # The history holds each epoch once: epoch 0 from before the interruption, epoch 1 from the resume.
     history = [json.loads(line) for line in (tmp_path / "full" / EVAL_HISTORY_FILE).read_text().splitlines()]
     assert [(r["epoch"], r["step"]) for r in history] == [(0, 2), (1, 4)]
+    # Epoch 1's train_loss covers its micro-batches before the interruption too (found by a new user's trial:
+    # it was (7 + 8) / 2 = 7.5).
+    assert [r["train_loss"] for r in history] == [2.5, 6.5]  # (1+2+3+4)/4, (5+6+7+8)/4
 
 
 def test_sigterm_on_an_epochs_last_step_evaluates_that_epoch_before_exiting(tmp_path, tracker):

@@ -155,7 +155,7 @@ def is_empty(text):
 
 
 def choices_of_rows(rows, choice_columns):
-    """The non-empty choices of each row, in choice-index order (no checks; see `row_choices`).
+    """The choices of each row, in choice-index order, as they are (no checks; see `row_choices`).
 
     Args:
         rows: {column: list of values}; choice_columns: see `row_choices`.
@@ -164,56 +164,65 @@ def choices_of_rows(rows, choice_columns):
         list (one per row) of lists of choices.
     """
     if len(choice_columns) == 1:
-        return [[c for c in value if not is_empty(c)] for value in rows[choice_columns[0]]]
-    return [[c for c in row if not is_empty(c)] for row in zip(*(rows[c] for c in choice_columns))]
+        return [list(value) for value in rows[choice_columns[0]]]
+    return [list(row) for row in zip(*(rows[c] for c in choice_columns))]
 
 
 def row_choices(rows, choice_columns, where):
-    """The choices of each row, and their number, the same for every row.
+    """The choices of each row, and their number, the same for every row: a label is a position among them, so
+    no choice may be missing (dropping one would shift the positions after it).
 
     Args:
         rows: {column: list of values} (a `datasets` batch or `dataset[:]`).
-        choice_columns: two or more columns holding one choice each (a missing or blank cell is a missing
-            choice), or one column holding a list of choices per row.
+        choice_columns: two or more columns holding one choice each, or one column holding a list of choices
+            per row (then every list must be as long as row 0's).
         where: how messages name the file, e.g. "--train_file data/train.csv".
 
     Returns:
         (choices, num_choices): choices is a list (one per row) of `num_choices` strings, in choice-index order.
 
     Raises:
-        ValueError: "{where}, row N: 3 choices (column 'ending3' is empty); every row must have 4, as row 0" --
-            rows are counted from 0, the header excluded; also for fewer than 2 choices, a one-column
+        ValueError: "{where}, row N: 3 choices (column 'ending3' is empty); every row must have 4, one per
+            --choice_columns column (K rows differ)" -- rows are counted from 0, the header excluded; also for a
+            list of another length than row 0's, an empty choice in a list, fewer than 2 choices, a one-column
             --choice_columns holding strings, a choice that is not text.
     """
     if len(choice_columns) == 1:
         column = choice_columns[0]
-        choices = rows[column]
-        not_list = [i for i, value in enumerate(choices) if not isinstance(value, (list, tuple))]
+        not_list = [i for i, value in enumerate(rows[column]) if not isinstance(value, (list, tuple))]
         if not_list:
             raise ValueError(
                 f"{where}, row {not_list[0]}: --choice_columns {column} names one column, so each of its cells must "
-                f"hold a list of choices, got {choices[not_list[0]]!r}. Name two or more columns of one choice each "
-                "(e.g. --choice_columns ending0,ending1,ending2,ending3)."
+                f"hold a list of choices, got {rows[column][not_list[0]]!r}. Name two or more columns of one choice "
+                "each (e.g. --choice_columns ending0,ending1,ending2,ending3)."
             )
-        choices = choices_of_rows(rows, choice_columns)
-        describe = [f"{len(c)} choices in column '{column}'" for c in choices]
-    else:
-        cells = list(zip(*(rows[c] for c in choice_columns)))
-        choices = choices_of_rows(rows, choice_columns)
-        describe = []
-        for row in cells:
-            empty = [name for name, value in zip(choice_columns, row) if is_empty(value)]
-            describe.append(f"{len(row) - len(empty)} choices" + (f" (column '{empty[0]}' is empty)" if empty else ""))
+    choices = choices_of_rows(rows, choice_columns)
     if not choices:
         return [], 0
-    num_choices = len(choices[0])
-    if num_choices < 2:
-        raise ValueError(f"{where}, row 0: {describe[0]}; multiple choice needs at least 2 choices per row.")
-    different = [i for i, c in enumerate(choices) if len(c) != num_choices]
-    if different:
-        i = different[0]
-        raise ValueError(f"{where}, row {i}: {describe[i]}; every row must have {num_choices} choices, as row 0 "
-                         f"({len(different)} rows differ).")
+    if len(choice_columns) == 1:
+        num_choices = len(choices[0])
+        if num_choices < 2:
+            raise ValueError(f"{where}, row 0: {num_choices} choice(s) in column '{column}'; multiple choice needs "
+                             "at least 2 choices per row.")
+        different = [i for i, row in enumerate(choices) if len(row) != num_choices]
+        if different:
+            i = different[0]
+            raise ValueError(f"{where}, row {i}: {len(choices[i])} choices in column '{column}'; every row must have "
+                             f"{num_choices} choices, as row 0 ({len(different)} rows differ).")
+        empty = [(i, j) for i, row in enumerate(choices) for j, c in enumerate(row) if is_empty(c)]
+        if empty:
+            raise ValueError(f"{where}, row {empty[0][0]}: choice {empty[0][1]} in column '{column}' is empty; every "
+                             "choice needs a text (a label is a position among them).")
+    else:
+        num_choices = len(choice_columns)
+        short = [i for i, row in enumerate(choices) if any(is_empty(c) for c in row)]
+        if short:
+            i = short[0]
+            empty = [name for name, value in zip(choice_columns, choices[i]) if is_empty(value)]
+            named = f"column '{empty[0]}' is" if len(empty) == 1 else f"columns {empty} are"
+            raise ValueError(f"{where}, row {i}: {num_choices - len(empty)} choices ({named} empty); every row "
+                             f"must have {num_choices} choices, one per --choice_columns column ({len(short)} rows "
+                             "differ).")
     not_text = [(i, c) for i, row in enumerate(choices) for c in row if not isinstance(c, str)]
     if not_text:
         raise ValueError(f"{where}, row {not_text[0][0]}: choice {not_text[0][1]!r} is not text.")
@@ -517,11 +526,12 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
-        # Resuming mid-epoch: skip the batches already trained on. An epoch's order depends on (seed, epoch)
-        # only, and set_epoch tells it to the (possibly new, skipping) DataLoader.
+        # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
+        # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
+        train_dataloader.set_epoch(epoch)
+        # Resuming mid-epoch: skip the batches already trained on.
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
-        active_dataloader.set_epoch(epoch)
         for batch in active_dataloader:
             # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).

@@ -76,8 +76,9 @@ def test_missing_label_column_named_by_flag(model, files, finished_run, capsys):
 
 def test_row_with_another_number_of_choices(model, files, finished_run, capsys):
     content = GOOD_CSV + "he went home,then,good,bad,,,0\n"
-    reject(model, files, finished_run, capsys, r"--train_file .*bad_train\.csv, row 3: 2 choices \(column "
-           r"'ending2' is empty\); every row must have 4 choices, as row 0 \(1 rows differ\)", content=content)
+    reject(model, files, finished_run, capsys, r"--train_file .*bad_train\.csv, row 3: 2 choices \(columns "
+           r"\['ending2', 'ending3'\] are empty\); every row must have 4 choices, one per --choice_columns column "
+           r"\(1 rows differ\)", content=content)
 
 
 def test_json_lines_row_with_another_number_of_choices_in_a_list_column(model, finished_run, tmp_path, capsys):

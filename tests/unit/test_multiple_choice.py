@@ -43,7 +43,19 @@ def test_a_row_with_an_empty_choice_cell_is_named(missing):
     with pytest.raises(ValueError) as error:
         mc.row_choices(rows, ["ending0", "ending1", "ending2"], "--train_file t.csv")
     assert str(error.value) == ("--train_file t.csv, row 2: 2 choices (column 'ending2' is empty); every row must "
-                                "have 3 choices, as row 0 (1 rows differ).")
+                                "have 3 choices, one per --choice_columns column (1 rows differ).")
+
+
+def test_empty_cells_in_different_columns_do_not_shift_the_choices():
+    """Row 0 lacks ending2 and row 1 lacks ending0: both have 2 choices, but label 1 would mean another ending in
+    each; refused, naming the first such row and every empty column."""
+    rows = {"ending0": ["a", None, "g"], "ending1": ["b", "e", "h"], "ending2": ["", "f", "i"]}
+    with pytest.raises(ValueError, match=r"^x, row 0: 2 choices \(column 'ending2' is empty\); every row must have 3 "
+                                         r"choices, one per --choice_columns column \(2 rows differ\)\.$"):
+        mc.row_choices(rows, ["ending0", "ending1", "ending2"], "x")
+    rows = {"ending0": ["a"], "ending1": [None], "ending2": [" "]}
+    with pytest.raises(ValueError, match=r"^x, row 0: 1 choices \(columns \['ending1', 'ending2'\] are empty\)"):
+        mc.row_choices(rows, ["ending0", "ending1", "ending2"], "x")
 
 
 def test_a_row_of_a_list_column_with_another_number_of_choices_is_named():
@@ -51,15 +63,20 @@ def test_a_row_of_a_list_column_with_another_number_of_choices_is_named():
     with pytest.raises(ValueError, match=r"^--validation_file v.jsonl, row 2: 2 choices in column 'choices'; every "
                                          r"row must have 3 choices, as row 0 \(2 rows differ\)\.$"):
         mc.row_choices(rows, ["choices"], "--validation_file v.jsonl")
+    with pytest.raises(ValueError, match=r"^x, row 1: choice 1 in column 'choices' is empty; every choice needs a "
+                                         r"text"):
+        mc.row_choices({"choices": [["a", "b"], ["c", None]]}, ["choices"], "x")
 
 
 def test_one_string_column_or_a_single_choice_is_refused():
     with pytest.raises(ValueError, match=r"row 0: --choice_columns ending0 names one column, so each of its cells "
                                          r"must hold a list of choices, got 'a'"):
         mc.row_choices({"ending0": ["a", "b"]}, ["ending0"], "--train_file t.csv")
-    with pytest.raises(ValueError, match=r"row 0: 1 choices \(column 'ending1' is empty\); multiple choice needs at "
+    with pytest.raises(ValueError, match=r"row 0: 1 choice\(s\) in column 'choices'; multiple choice needs at "
                                          r"least 2 choices per row"):
-        mc.row_choices({"ending0": ["a"], "ending1": [None]}, ["ending0", "ending1"], "--train_file t.csv")
+        mc.row_choices({"choices": [["a"], ["b"]]}, ["choices"], "--train_file t.jsonl")
+    with pytest.raises(ValueError, match=r"row 1: choice 7 is not text"):
+        mc.row_choices({"ending0": ["a", "b"], "ending1": ["c", 7]}, ["ending0", "ending1"], "x")
 
 
 # ----------------------------------------------------------------------------------------- labels

@@ -42,7 +42,10 @@ from common.tasks.predictions import write_text_predictions
 from common.tasks.seq2seq import (
     MODEL_TYPES,
     check_decoder_start_token_id,
+    decode_texts,
+    generate_batch,
     generate_texts,
+    generated_lengths,
     load_seq2seq_model,
     train_seq2seq_tokenizer,
 )
@@ -308,13 +311,18 @@ def generation_kwargs(args):
 
 
 def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
-    """Generates summaries for every example (in dataset order, see `common.tasks.seq2seq.generate_texts`)
-    and scores them against `references`.
+    """Generates summaries for every example, in dataset order, and scores them against `references`.
 
     Returns:
         (metrics, summaries): {"rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len"} and the summaries.
     """
-    summaries, lengths = generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs)
+    model.eval()
+    summaries, lengths = [], []
+    for batch in dataloader:
+        # Padded across processes by generate_batch; gather_for_metrics drops the sampler's repeated examples.
+        generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
+        lengths += generated_lengths(generated.cpu(), tokenizer.eos_token_id, tokenizer.pad_token_id)
+        summaries += decode_texts(tokenizer, generated.cpu())
     metrics = compute_rouge(summaries, references)
     metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
     return metrics, summaries

@@ -55,7 +55,10 @@ from common.tasks.predictions import write_text_predictions
 from common.tasks.seq2seq import (
     MODEL_TYPES,
     check_decoder_start_token_id,
+    decode_texts,
+    generate_batch,
     generate_texts,
+    generated_lengths,
     load_seq2seq_model,
     train_seq2seq_tokenizer,
 )
@@ -627,7 +630,13 @@ def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
         (metrics, translations): {"bleu", "chrf", "gen_len"} (gen_len: mean generated tokens, eos included)
         and the list of translations.
     """
-    translations, lengths = generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs)
+    model.eval()
+    translations, lengths = [], []
+    for batch in dataloader:
+        # Padded across processes by generate_batch; gather_for_metrics drops the sampler's repeated examples.
+        generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
+        lengths += generated_lengths(generated.cpu(), tokenizer.eos_token_id, tokenizer.pad_token_id)
+        translations += decode_texts(tokenizer, generated.cpu())
     metrics = compute_metrics(translations, references)
     metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
     return metrics, translations

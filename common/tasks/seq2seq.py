@@ -163,37 +163,56 @@ def check_decoder_start_token_id(model, tokenizer):
     model.generation_config.decoder_start_token_id = value
 
 
-def generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs):
-    """Generates a text (translation, summary) for every example of `dataloader`, on every process.
+def generate_batch(model, batch, accelerator, tokenizer, gen_kwargs):
+    """Generates for one batch on this process, ready for `accelerator.gather_for_metrics`.
 
-    Each process generates for its share of the batches with the unwrapped model (DDP's wrapper has no
-    `generate`); the outputs are padded to the same length across processes, gathered with
-    `gather_for_metrics` (which drops the samples the distributed sampler repeated to even out the
-    batches), and decoded without special tokens.
+    Uses the unwrapped model (DDP's wrapper has no `generate`); under FSDP or DeepSpeed ZeRO-3 passes
+    `synced_gpus=True` (sharded weights: every process must run the same number of decoding steps). The
+    output is padded with the pad token to the longest generation of all processes, so that the processes'
+    tensors can be gathered.
+
+    Args:
+        batch: a collated batch with `input_ids` and `attention_mask` (batch, source_len).
+        gen_kwargs: `generate` keyword arguments (max_length, num_beams, ...).
+
+    Returns:
+        LongTensor (batch, generated_len), generated_len the same on every process.
+    """
+    gen_kwargs = dict(gen_kwargs)
+    if accelerator.distributed_type == DistributedType.FSDP or (
+        accelerator.distributed_type == DistributedType.DEEPSPEED
+        and accelerator.state.deepspeed_plugin.zero_stage == 3
+    ):
+        gen_kwargs["synced_gpus"] = True
+    with torch.no_grad():
+        generated = accelerator.unwrap_model(model).generate(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **gen_kwargs
+        )
+    return accelerator.pad_across_processes(generated, dim=1, pad_index=tokenizer.pad_token_id)
+
+
+def decode_texts(tokenizer, generated):
+    """Generated token ids (batch, len) -> stripped texts without special tokens, one per row."""
+    return [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
+
+
+def generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs):
+    """Generates a text (translation, summary) for every example of `dataloader`, on every process
+    (`generate_batch`, then `gather_for_metrics`, which drops the samples the distributed sampler repeated
+    to even out the batches, then `decode_texts`).
 
     Returns:
         (texts, generated_lengths): lists of strings and token counts (pad excluded), one per
         example of the dataset, in dataset order, on every process.
     """
     model.eval()
-    unwrapped = accelerator.unwrap_model(model)
-    gen_kwargs = dict(gen_kwargs)
-    if accelerator.distributed_type == DistributedType.FSDP or (
-        accelerator.distributed_type == DistributedType.DEEPSPEED
-        and accelerator.state.deepspeed_plugin.zero_stage == 3
-    ):
-        gen_kwargs["synced_gpus"] = True  # sharded weights: every process must run the same number of steps
-    translations, lengths = [], []
+    texts, lengths = [], []
     for batch in dataloader:
-        with torch.no_grad():
-            generated = unwrapped.generate(
-                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **gen_kwargs
-            )
-        generated = accelerator.pad_across_processes(generated, dim=1, pad_index=tokenizer.pad_token_id)
-        generated = accelerator.gather_for_metrics(generated).cpu()
+        generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
+        generated = generated.cpu()
         lengths += generated_lengths(generated, tokenizer.eos_token_id, tokenizer.pad_token_id)
-        translations += [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
-    return translations, lengths
+        texts += decode_texts(tokenizer, generated)
+    return texts, lengths
 
 
 def generated_lengths(generated, eos_token_id, pad_token_id):

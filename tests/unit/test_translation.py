@@ -4,6 +4,8 @@ hand-computed answers."""
 import gzip
 import json
 import math
+import os
+import tempfile
 
 import datasets
 import pytest
@@ -14,6 +16,7 @@ import run_translation
 from common.tasks import seq2seq
 from conftest import SHARED_DATA
 
+HERE = os.path.dirname(os.path.abspath(__file__))  # an existing folder, for flags that validation checks exist
 PAIRS = [("a small dog runs", "ein kleiner hund rennt"), ("the cat sleeps", "die katze schläft"),
          ("anna sings", "anna singt")]
 
@@ -32,8 +35,9 @@ def tokenizer(tmp_path_factory):
 
 def make_args(*extra, **overrides):
     """The namespace `run_translation.parse_args` gives for a new T5 model with the flags below."""
-    argv = ["--model_type", "t5", "--tokenizer_name", "unused", "--source_lang", "en", "--target_lang", "de",
-            "--output_dir", "unused", *extra]
+    # Validation checks that --tokenizer_name exists and creates --output_dir: give it existing/temporary folders.
+    argv = ["--model_type", "t5", "--tokenizer_name", HERE, "--source_lang", "en", "--target_lang", "de",
+            "--output_dir", os.path.join(tempfile.mkdtemp(), "out"), *extra]
     args = run_translation.parse_args([str(a) for a in argv])
     for key, value in overrides.items():
         setattr(args, key, value)
@@ -443,7 +447,7 @@ def test_new_mbart_starts_decoding_with_eos_like_its_shifted_labels(state, token
 
 def test_padding_flags_with_pad_to_max_length_are_refused(tmp_path):
     files = [write_text(tmp_path / name, [PAIRS[0][i]]) for name, i in (("v.en", 0), ("v.de", 1))]
-    argv = ["--model_type", "t5", "--tokenizer_name", "unused", "--source_lang", "en", "--target_lang", "de",
+    argv = ["--model_type", "t5", "--tokenizer_name", HERE, "--source_lang", "en", "--target_lang", "de",
             "--validation_source_file", files[0], "--validation_target_file", files[1], "--max_train_steps", 0,
             "--output_dir", tmp_path / "out", "--pad_to_max_length", "--max_source_length", 40]
     for flags in (["--group_by_length"], ["--pad_to_multiple_of", 8]):

@@ -24,6 +24,8 @@ Sections (a few minutes each):
   ner       run_ner: plain, bf16, all switches (those run_ner wires)
   mc        run_multiple_choice: plain against all switches, on Cosmos QA split by context (--max_train_samples / 4
             questions: as many sequences as the other sections, 4 choices each)
+  mlm       run_mlm: plain against bf16 + fused AdamW + fast dropout, MiniLM-L6 on Pride and Prejudice in blocks of
+            128 tokens (--max_train_samples / 4 blocks; --group_by_length needs --line_by_line, not used here)
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
   seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
@@ -58,7 +60,7 @@ from flops import matmul_peak_flops, model_flops_utilization, non_embedding_para
 
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
-ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "full", "seeds"]
+ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "full", "seeds"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -157,6 +159,31 @@ def mc_configs(samples, output_dir):
     ]
 
 
+def mlm_args(max_train_samples, output_dir, extra=()):
+    """run_mlm on the text of Pride and Prejudice (examples/gutenberg_text.py into `output_dir`/gutenberg), held-out
+    Sherlock Holmes; 1 epoch of `max_train_samples` blocks of 128 tokens, 64 validation blocks."""
+    text = Path(output_dir) / "gutenberg"
+    for split, book in (("train", "1342-0.txt"), ("validation", "1661.txt")):
+        if not (text / f"{split}.txt").exists():
+            subprocess.run([sys.executable, str(REPO / "examples" / "gutenberg_text.py"),
+                            str(SHARED / "gutenberg" / book), "--output", str(text / f"{split}.txt")], check=True)
+    args = ["--model_name_or_path", model_path(), "--train_file", text / "train.txt", "--validation_file",
+            text / "validation.txt", "--max_seq_length", "128", "--per_device_train_batch_size", "16",
+            "--per_device_eval_batch_size", "16", "--learning_rate", "2e-4", "--num_train_epochs", "1", "--seed", "42",
+            "--max_train_samples", str(max_train_samples), "--max_eval_samples", "64", "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def mlm_configs(samples, output_dir):
+    """run_mlm: plain against all the switches that apply to blocks of text."""
+    best = BF16 + FUSED + FAST_DROPOUT
+    return [
+        ("mlm_plain", "mlm", "examples/run_mlm.py", 1, 2, None, mlm_args(samples, output_dir), "fp32"),
+        ("mlm_all", "mlm", "examples/run_mlm.py", 1, 2, None, mlm_args(samples, output_dir, best),
+         "bf16 + fused + fast dropout"),
+    ]
+
+
 def launch_command(script, processes, threads, dynamo=None):
     """`accelerate launch` for `processes` CPU processes of `threads` threads each."""
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_cpu_threads_per_process", str(threads)]
@@ -247,6 +274,7 @@ def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks,
         "mfu": round(model_flops_utilization(flops_s, peak), 4),
         "eval_accuracy": results.get("eval_accuracy"),
         "eval_f1": results.get("eval_f1"),
+        "eval_perplexity": results.get("eval_perplexity"),  # run_mlm
     })
     return row
 
@@ -492,6 +520,8 @@ def main(argv=None):
             continue
         if section == "mc":  # 4 sequences per question: a quarter of the questions
             configs = mc_configs(max(args.max_train_samples // 4, 1), output_dir)
+        elif section == "mlm":  # blocks of 128 tokens: a quarter as many as the short MRPC pairs
+            configs = mlm_configs(max(args.max_train_samples // 4, 1), output_dir)
         else:
             configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
                 section, args.max_train_samples, seeds)
@@ -550,7 +580,8 @@ def main(argv=None):
     chosen = best_runs(rows, args.max_other_load)
     reference = {}
     for row, _, _ in chosen:
-        base = {"plain": "switches", "full_plain": "full", "ner_plain": "ner", "mc_plain": "mc"}.get(row["name"])
+        base = {"plain": "switches", "full_plain": "full", "ner_plain": "ner", "mc_plain": "mc",
+                "mlm_plain": "mlm"}.get(row["name"])
         if base and not row.get("failed"):
             reference[base] = row["samples_per_s"]
     if "full" in reference:

@@ -45,6 +45,8 @@ One definition of each run quantity (README, "Tracking and outputs"):
 """
 
 import json
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -74,19 +76,32 @@ RUN_SETTING_FLAGS = (
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
     "seed",
+    "learning_rate",
+    "lr_scheduler_type",
+    "num_warmup_steps",
+    "weight_decay",
+    "num_train_epochs",
+    "max_train_steps",
 )
+_PATH_FLAGS = ("model_name_or_path", "config_name", "train_file")
 
 
 def run_settings(args, accelerator):
     """The settings that define which run a checkpoint belongs to.
 
     Returns:
-        dict: the values of `RUN_SETTING_FLAGS` present in `args` (paths as strings) and
-        `num_processes`.
+        dict: the values of `RUN_SETTING_FLAGS` present in `args` (local paths made absolute, so a file named
+        by another relative path is the same setting), `num_processes`, and `script` (the file name of the
+        running script, so that a checkpoint of another task script is refused before its weights fail to load).
     """
     settings = {flag: getattr(args, flag) for flag in RUN_SETTING_FLAGS if hasattr(args, flag)}
+    for flag in _PATH_FLAGS:
+        value = settings.get(flag)
+        if value is not None and os.path.exists(str(value)):
+            settings[flag] = os.path.abspath(str(value))
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items()}
     settings["num_processes"] = accelerator.num_processes
+    settings["script"] = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None
     return settings
 
 

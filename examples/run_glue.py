@@ -14,6 +14,7 @@ tasks, Matthews correlation for CoLA, Pearson/Spearman for regression), through 
 """
 
 import argparse
+import math
 import os
 
 import numpy as np
@@ -206,6 +207,20 @@ def check_label_values(raw_datasets, label_column, files):
                 f"'{label_column}', but row 0 holds {labels[0]!r} ({kind.__name__}); expected one type for all rows: "
                 f"class names, integer class ids, or float scores (regression). {len(wrong)} rows differ."
             )
+        infinite = [i for i, label in enumerate(labels) if isinstance(label, float) and not math.isfinite(label)]
+        if infinite:  # an inf regression target makes the loss and every weight NaN
+            raise ValueError(f"{where}, row {infinite[0]}: label {labels[infinite[0]]} in column '{label_column}' "
+                             f"is not a finite number ({len(infinite)} such rows).")
+        if split == "train" and kind is not float and len(set(labels)) < 2:
+            raise ValueError(f"{where}: column '{label_column}' holds a single class ({labels[0]!r}); "
+                             "classification needs at least 2 classes in the training data.")
+        if split == "validation" and "train" in raw_datasets:
+            train_kind = type(raw_datasets["train"][label_column][0])
+            if (train_kind is float) != (kind is float):  # regression in one file, classes in the other
+                raise ValueError(
+                    f"{where}: labels in column '{label_column}' are {kind.__name__} but --train_file's are "
+                    f"{train_kind.__name__}; both must be float scores (regression) or both classes."
+                )
 
 
 def align_labels(args, config, label_list):

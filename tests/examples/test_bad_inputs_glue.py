@@ -186,6 +186,16 @@ EMPTY_LABEL_CASES = {
                       r"--train_file .*bad\.csv, row 1: empty label in column 'label' \(2 such rows\)"),
     "validation_row_0": ("validation", "sentence1,sentence2,label\ngood film,a b,\n" + GOOD_CSV.split("\n", 1)[1],
                          r"--validation_file .*bad\.csv, row 0: empty label in column 'label'"),
+    # Found by a tester trying to break the scripts: each of these trained and exited 0 with meaningless results.
+    "infinite_regression_label": ("train", "sentence1,sentence2,label\na b,c,0.5\nd e,f,1.5\ng h,i,inf\n",
+                                  r"--train_file .*bad\.csv, row 2: label inf in column 'label' is not a finite "
+                                  r"number \(1 such rows\)"),  # every weight became NaN
+    "single_class": ("train", "sentence1,sentence2,label\na b,c,1\nd e,f,1\ng h,i,1\n",
+                     r"--train_file .*bad\.csv: column 'label' holds a single class \(1\); classification needs at "
+                     r"least 2"),  # train_loss 0.0, eval_accuracy 1.0
+    "float_train_integer_validation": ("train", "sentence1,sentence2,label\na b,c,0.0\nd e,f,1.0\ng h,i,1.0\n",
+                                       r"--validation_file .*: labels in column 'label' are int but --train_file's "
+                                       r"are float"),  # silently became regression
 }
 
 

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -228,7 +229,20 @@ def test_run_settings_names_the_processes_and_the_flags(tmp_path):
     AcceleratorState._reset_state(True)
     settings = run_settings(make_args(tmp_path), Accelerator(cpu=True))
     assert settings == {"model_name_or_path": "tiny", "train_file": "train.csv", "per_device_train_batch_size": 2,
-                        "gradient_accumulation_steps": 2, "seed": 1, "num_processes": 1}
+                        "gradient_accumulation_steps": 2, "seed": 1, "num_processes": 1,
+                        "script": os.path.basename(sys.argv[0])}
+    # A local file is one setting whatever path names it (relative or absolute); the learning rate is a setting.
+    (tmp_path / "train.csv").write_text("text\n")
+    relative = os.path.relpath(tmp_path / "train.csv")
+    a = run_settings(make_args(tmp_path, train_file=relative, learning_rate=1e-3), Accelerator(cpu=True))
+    b = run_settings(make_args(tmp_path, train_file=str(tmp_path / "train.csv"), learning_rate=1.0),
+                     Accelerator(cpu=True))
+    assert a["train_file"] == b["train_file"] == str(tmp_path / "train.csv")
+    checkpoint = tmp_path / "step_1"
+    checkpoint.mkdir()
+    (checkpoint / PROGRESS_FILE).write_text(json.dumps({"completed_steps": 1, "run_settings": a}))
+    with pytest.raises(ValueError, match=r"learning_rate: 0\.001 -> 1\.0"):
+        check_run_settings(checkpoint, b)
     AcceleratorState._reset_state(True)
 
 

@@ -6,7 +6,8 @@ class, read with the `datasets` `imagefolder` builder), or CSV/JSON/JSON Lines f
 converted to RGB whatever its mode (L, LA, P, RGBA, CMYK, 16-bit, ...); an unreadable image stops the run with its
 file name, or is dropped with a warning under `--skip_corrupt_images`. Preprocessing is the model's image processor
 (PIL backend: size, mean, std); training adds a random resized crop and a horizontal flip, applied on the fly with
-`with_transform`. Metric: accuracy on every validation image.
+`with_transform`. Metric: accuracy on every validation image, through the 🤗 evaluate module
+`common/metrics/accuracy` (loaded by path: offline).
 
     accelerate launch examples/run_image_classification.py \\
         --model_name_or_path google/vit-base-patch16-224-in21k --ignore_mismatched_sizes \\
@@ -36,6 +37,7 @@ from common.data import load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
+from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.run import TrainingRun
@@ -666,39 +668,30 @@ def load_model(args, config):
     return AutoModelForImageClassification.from_config(config, trust_remote_code=args.trust_remote_code)
 
 
-def predict(model, dataloader, accelerator):
-    """Runs the model over `dataloader` on every process.
+def evaluate(model, dataloader, accelerator):
+    """Scores the model on the validation DataLoader with the accuracy metric module (`common/metrics/accuracy`,
+    loaded by path through `common.metrics.load_metric`: offline): accuracy = correct predictions / images, a
+    prediction being the class id of the highest logit.
+
+    Every process gathers each batch's predictions and labels (`gather_for_metrics`: every image exactly once,
+    without the samples the distributed sampler repeated to give every process equal batches), adds them to its
+    own in-memory copy of the metric (`keep_in_memory=True`: no cache file shared between processes) and computes
+    it, so every process returns the same values.
 
     Returns:
-        (predictions, references): 1-D numpy arrays of class ids holding exactly one entry per validation image,
-        in dataset order (`gather_for_metrics` drops the samples the distributed sampler repeated to give every
-        process equal batches).
+        {"accuracy", "samples"}: accuracy as a fraction; "samples" is the number of images scored, which equals the
+        validation set's size on any number of processes.
     """
+    metric = load_metric("accuracy", keep_in_memory=True)
     model.eval()
-    all_predictions, all_references = [], []
+    samples = 0
     for batch in dataloader:
         with torch.no_grad():
             outputs = model(pixel_values=batch["pixel_values"])
         predictions, references = accelerator.gather_for_metrics((outputs.logits.argmax(dim=-1), batch["labels"]))
-        all_predictions.append(predictions.cpu().numpy())
-        all_references.append(references.cpu().numpy())
-    return np.concatenate(all_predictions), np.concatenate(all_references)
-
-
-def compute_metrics(predictions, references):
-    """{"accuracy": fraction of predictions equal to the reference class id}."""
-    return {"accuracy": float((predictions == references).mean())}
-
-
-def evaluate(model, dataloader, accelerator):
-    """Scores the model on the validation DataLoader.
-
-    Returns:
-        {"accuracy", "samples"}: "samples" is the number of images scored, which equals the validation set's
-        size on any number of processes.
-    """
-    predictions, references = predict(model, dataloader, accelerator)
-    return {**compute_metrics(predictions, references), "samples": len(predictions)}
+        metric.add_batch(predictions=predictions.cpu().numpy(), references=references.cpu().numpy())
+        samples += len(references)
+    return {**metric.compute(), "samples": samples}
 
 
 def training_function(args):

@@ -9,7 +9,8 @@ of the `datasets` library (one `{"id", "title", "context", "question", "answers"
 "answer_start": [...]}}` per line). Long contexts are split into overlapping features
 (`--max_seq_length`, `--doc_stride`); the best span over all features of a question is chosen from
 the n-best start/end logits. Metrics: exact match and F1 of the official SQuAD v1.1 / v2.0
-evaluation scripts (with the HasAns/NoAns breakdown for v2.0). Writes `predictions.json`,
+evaluation scripts (with the HasAns/NoAns breakdown for v2.0), through the 🤗 evaluate modules
+`common/metrics/squad` / `squad_v2` (loaded by path: offline). Writes `predictions.json`,
 `nbest_predictions.json` and (v2.0) `null_odds.json` to `--output_dir`.
 
     accelerate launch examples/run_qa.py \\
@@ -39,12 +40,13 @@ from common.data import SPLIT_FLAGS, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
+from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_squad_predictions
-from common.tasks.squad import align_answer_start, compute_squad_metrics, postprocess_qa_predictions, read_squad_file
+from common.tasks.squad import align_answer_start, postprocess_qa_predictions, read_squad_file
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
@@ -484,11 +486,22 @@ def trim_padding(rows, lengths, pad_first=False):
 
 
 def evaluate(model, dataloader, accelerator, examples, features, args, pad_first, with_metrics=True):
-    """Predicts every example of `examples` and scores the predictions.
+    """Predicts every example of `examples` and scores the predictions with the official SQuAD metric modules
+    (`common/metrics/squad`, or `common/metrics/squad_v2` with --version_2_with_negative; loaded by path through
+    `common.metrics.load_metric`: offline).
+
+    A question's answer exists only once the logits of all its features are gathered and post-processed
+    (`postprocess_qa_predictions`), so, as in the transformers QA example, the metric gets the whole set in one
+    `compute` call. Every process post-processes the same gathered logits and computes its own in-memory copy of
+    the metric (`keep_in_memory=True`: no cache file shared between processes), so every process returns the
+    same values. For v2.0 the no-answer score of a question is its `null_odds` (null score - best span score) and
+    `no_answer_threshold` is --null_score_diff_threshold, the threshold the predictions already used: the
+    thresholding adds nothing to them, and `best_*` report the best threshold.
 
     Returns:
-        (metrics or None, predictions, nbest, null_odds); metrics as `compute_squad_metrics`, computed
-        when `with_metrics` and the examples have gold answers.
+        (metrics or None, predictions, nbest, null_odds); metrics, computed when `with_metrics` and the examples
+        have gold answers: v1.1 {"exact_match", "f1"}; v2.0 {"exact", "f1", "total", "HasAns_*", "NoAns_*",
+        "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}; scores in percent.
     """
     start_rows, end_rows = gather_logits(model, dataloader, accelerator, pad_first)
     lengths = [len(ids) for ids in features["input_ids"]]
@@ -499,10 +512,21 @@ def evaluate(model, dataloader, accelerator, examples, features, args, pad_first
     )
     metrics = None
     if with_metrics:
-        references = [{"id": e["id"], "answers": e[args.answer_column_name]} for e in examples]
-        metrics = compute_squad_metrics(
-            predictions, references, args.version_2_with_negative, null_odds, args.null_score_diff_threshold
-        )
+        references = [
+            {"id": e["id"], "answers": {"text": e[args.answer_column_name]["text"],
+                                        "answer_start": e[args.answer_column_name]["answer_start"]}}
+            for e in examples
+        ]
+        if args.version_2_with_negative:
+            metric = load_metric("squad_v2", keep_in_memory=True)
+            formatted = [{"id": qid, "prediction_text": text, "no_answer_probability": null_odds[qid]}
+                         for qid, text in predictions.items()]
+            metrics = metric.compute(predictions=formatted, references=references,
+                                     no_answer_threshold=args.null_score_diff_threshold)
+        else:
+            metric = load_metric("squad", keep_in_memory=True)
+            formatted = [{"id": qid, "prediction_text": text} for qid, text in predictions.items()]
+            metrics = metric.compute(predictions=formatted, references=references)
     return metrics, predictions, nbest, null_odds
 
 

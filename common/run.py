@@ -80,9 +80,9 @@ RUN_SETTING_FLAGS = (
     "lr_scheduler_type",
     "num_warmup_steps",
     "weight_decay",
-    "num_train_epochs",
-    "max_train_steps",
 )
+# Not recorded: --num_train_epochs / --max_train_steps (continuing a run to more steps is a common, deliberate
+# resume; the schedule is then re-sized, as in the transformers examples).
 _PATH_FLAGS = ("model_name_or_path", "config_name", "train_file")
 
 

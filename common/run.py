@@ -46,7 +46,6 @@ One definition of each run quantity (README, "Tracking and outputs"):
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -91,8 +90,7 @@ def run_settings(args, accelerator):
 
     Returns:
         dict: the values of `RUN_SETTING_FLAGS` present in `args` (local paths made absolute, so a file named
-        by another relative path is the same setting), `num_processes`, and `script` (the file name of the
-        running script, so that a checkpoint of another task script is refused before its weights fail to load).
+        by another relative path is the same setting) and `num_processes`.
     """
     settings = {flag: getattr(args, flag) for flag in RUN_SETTING_FLAGS if hasattr(args, flag)}
     for flag in _PATH_FLAGS:
@@ -101,7 +99,6 @@ def run_settings(args, accelerator):
             settings[flag] = os.path.abspath(str(value))
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items()}
     settings["num_processes"] = accelerator.num_processes
-    settings["script"] = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None
     return settings
 
 

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import signal
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -229,8 +228,7 @@ def test_run_settings_names_the_processes_and_the_flags(tmp_path):
     AcceleratorState._reset_state(True)
     settings = run_settings(make_args(tmp_path), Accelerator(cpu=True))
     assert settings == {"model_name_or_path": "tiny", "train_file": "train.csv", "per_device_train_batch_size": 2,
-                        "gradient_accumulation_steps": 2, "seed": 1, "num_processes": 1,
-                        "script": os.path.basename(sys.argv[0])}
+                        "gradient_accumulation_steps": 2, "seed": 1, "num_processes": 1}
     # A local file is one setting whatever path names it (relative or absolute); the learning rate is a setting.
     (tmp_path / "train.csv").write_text("text\n")
     relative = os.path.relpath(tmp_path / "train.csv")

@@ -8,7 +8,8 @@ languages (the keys of the `translation` dicts; for mBART, M2M100 and NLLB token
 Models: any seq2seq checkpoint (T5, BART, Marian, mBART, M2M100, NLLB, ...) via `--model_name_or_path`, or a
 new one from `--model_type`/`--config_name` (with `--tokenizer_name`, or a tokenizer trained on the training
 text with `--train_tokenizer_vocab_size`). Metrics: sacreBLEU BLEU and chrF of the generated translations of the
-validation pairs against their raw reference text; the translations go to `generated_predictions.txt`.
+validation pairs against their raw reference text, through the 🤗 evaluate module `common/metrics/sacrebleu`
+(loaded by path: offline); the translations go to `generated_predictions.txt`.
 
     accelerate launch examples/run_translation.py \\
         --model_name_or_path google-t5/t5-small --source_prefix "translate English to Romanian: " \\
@@ -23,7 +24,6 @@ import json
 import os
 
 import datasets
-import sacrebleu
 import torch
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
@@ -47,6 +47,7 @@ from common.data import load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
+from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.run import TrainingRun
@@ -593,20 +594,22 @@ def generation_kwargs(args):
 def compute_metrics(predictions, references):
     """Corpus BLEU (Papineni et al., 2002) and chrF (Popović, 2015), as computed by sacreBLEU (Post, 2018)
     with its default settings (BLEU: 13a tokenisation, exponential smoothing; chrF: character 6-grams,
-    beta 2) on detokenised text.
+    beta 2) on detokenised text, through the sacrebleu metric module (`common/metrics/sacrebleu`, loaded by
+    path through `common.metrics.load_metric`: offline) in one `compute` call: for texts that already exist as
+    whole lists (the copy-the-source baseline, the test split). `evaluate` adds its batches one by one.
 
     Args:
         predictions: list of N generated strings; references: list of N reference strings.
 
     Returns:
         {"bleu": float, "chrf": float}, both on a 0-100 scale.
+
+    Raises:
+        ValueError: when the lists differ in length.
     """
     if len(predictions) != len(references):
         raise ValueError(f"{len(predictions)} predictions for {len(references)} references.")
-    return {
-        "bleu": sacrebleu.corpus_bleu(predictions, [references]).score,
-        "chrf": sacrebleu.corpus_chrf(predictions, [references]).score,
-    }
+    return load_metric("sacrebleu", keep_in_memory=True).compute(predictions=predictions, references=references)
 
 
 def copy_source_bleu(validation, source_key, target_key):
@@ -624,20 +627,32 @@ def copy_source_bleu(validation, source_key, target_key):
 
 
 def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
-    """Generates translations and scores them against `references` (the raw target texts, in order).
+    """Generates translations and scores them against `references` (the raw target texts, in order) with the
+    sacrebleu metric module (`common/metrics/sacrebleu`: sacreBLEU corpus BLEU and chrF, see `compute_metrics`).
+
+    Every process gathers each batch's generated ids (`gather_for_metrics`: every example once, in dataset
+    order), decodes them, adds them with their references to its own in-memory copy of the metric
+    (`keep_in_memory=True`: no cache file shared between processes) and computes it, so every process returns
+    the same values.
 
     Returns:
-        (metrics, translations): {"bleu", "chrf", "gen_len"} (gen_len: mean generated tokens, eos included)
-        and the list of translations.
+        (metrics, translations): {"bleu", "chrf", "gen_len"} (BLEU and chrF on a 0-100 scale; gen_len: mean
+        generated tokens, eos included) and the list of translations.
     """
+    metric = load_metric("sacrebleu", keep_in_memory=True)
     model.eval()
     translations, lengths = [], []
     for batch in dataloader:
         # Padded across processes by generate_batch; gather_for_metrics drops the sampler's repeated examples.
         generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
         lengths += generated_lengths(generated.cpu(), tokenizer.eos_token_id, tokenizer.pad_token_id)
-        translations += decode_texts(tokenizer, generated.cpu())
-    metrics = compute_metrics(translations, references)
+        batch_translations = decode_texts(tokenizer, generated.cpu())
+        metric.add_batch(predictions=batch_translations,
+                         references=references[len(translations):len(translations) + len(batch_translations)])
+        translations += batch_translations
+    if len(translations) != len(references):
+        raise RuntimeError(f"{len(translations)} translations for {len(references)} references.")
+    metrics = metric.compute()
     metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
     return metrics, translations
 

@@ -6,8 +6,9 @@ summary column (`--text_column`/`--summary_column`; default: the Hub dataset's o
 `summary`). Models: any seq2seq checkpoint (BART, T5 with `--source_prefix "summarize: "`, Pegasus, ...) via
 `--model_name_or_path`, or a new one from `--model_type`/`--config_name` (with `--tokenizer_name`, or a tokenizer
 trained on the training text with `--train_tokenizer_vocab_size`). Metric: ROUGE-1/2/L/Lsum F1 (Google's
-`rouge-score`, Porter stemming) of the generated summaries against the reference summaries, next to the
-lead-3 baseline (the document's first three sentences); the summaries go to `generated_predictions.txt`.
+`rouge-score`, Porter stemming; the 🤗 evaluate module `common/metrics/rouge`, loaded by path: offline) of the
+generated summaries against the reference summaries, next to the lead-3 baseline (the document's first three
+sentences); the summaries go to `generated_predictions.txt`.
 
 The seq2seq machinery (tokenizer training, config fitting, decoder start, generation across processes) is
 shared with `run_translation.py` through `common/tasks/seq2seq.py`.
@@ -26,7 +27,6 @@ import datasets
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
-from rouge_score import rouge_scorer
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq, default_data_collator
 
 from common.args import add_common_args, cap_seq2seq_lengths, positive_int, validate_common_args
@@ -34,6 +34,7 @@ from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
+from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.run import TrainingRun
@@ -65,9 +66,8 @@ SUMMARIZATION_NAME_MAPPING = {
     "big_patent": ("description", "abstract"),
     "wiki_summary": ("article", "highlights"),
 }
-ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
-# A sentence ends with . ! or ? followed by white space (used for rougeLsum and the lead-3 baseline;
-# nltk's punkt model would need a download).
+# A sentence ends with . ! or ? followed by white space (the lead-3 baseline; common/metrics/rouge splits the
+# sentences for rougeLsum the same way; nltk's punkt model would need a download).
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -194,10 +194,13 @@ def lead_sentences(text, n=3):
 
 
 def compute_rouge(predictions, references):
-    """ROUGE (Lin, 2004) F1 with Google's `rouge-score` and Porter stemming, averaged over examples, x100.
+    """ROUGE (Lin, 2004) F1 with Google's `rouge-score` and Porter stemming, averaged over examples, x100, through
+    the rouge metric module (`common/metrics/rouge`, loaded by path through `common.metrics.load_metric`:
+    offline) in one `compute` call: for texts that already exist as whole lists (the lead-3 baseline, the test
+    split). `evaluate` adds its batches one by one.
 
-    rougeLsum (summary-level LCS) is computed with one sentence per line, as in the transformers examples;
-    rougeL treats each text as one sequence.
+    rougeLsum (summary-level LCS) is computed with one sentence per line (sentences split as `split_sentences`
+    does), as in the transformers examples; rougeL treats each text as one sequence.
 
     Args:
         predictions, references: lists of N strings.
@@ -210,14 +213,7 @@ def compute_rouge(predictions, references):
     """
     if len(predictions) != len(references) or not predictions:
         raise ValueError(f"{len(predictions)} predictions for {len(references)} references.")
-    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
-    totals = dict.fromkeys(ROUGE_TYPES, 0.0)
-    for prediction, reference in zip(predictions, references):
-        # score(target, prediction): the reference comes first.
-        scores = scorer.score("\n".join(split_sentences(reference)), "\n".join(split_sentences(prediction)))
-        for rouge_type in ROUGE_TYPES:
-            totals[rouge_type] += scores[rouge_type].fmeasure
-    return {rouge_type: 100 * total / len(predictions) for rouge_type, total in totals.items()}
+    return load_metric("rouge", keep_in_memory=True).compute(predictions=predictions, references=references)
 
 
 def lead3_rouge(documents, references):
@@ -311,19 +307,32 @@ def generation_kwargs(args):
 
 
 def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
-    """Generates summaries for every example, in dataset order, and scores them against `references`.
+    """Generates summaries for every example, in dataset order, and scores them against `references` with the
+    rouge metric module (`common/metrics/rouge`: ROUGE F1, see `compute_rouge`).
+
+    Every process gathers each batch's generated ids (`gather_for_metrics`: every example once, in dataset
+    order), decodes them, adds them with their references to its own in-memory copy of the metric
+    (`keep_in_memory=True`: no cache file shared between processes) and computes it, so every process returns
+    the same values.
 
     Returns:
-        (metrics, summaries): {"rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len"} and the summaries.
+        (metrics, summaries): {"rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len"} (ROUGE on a 0-100 scale;
+        gen_len: mean generated tokens, eos included) and the summaries.
     """
+    metric = load_metric("rouge", keep_in_memory=True)
     model.eval()
     summaries, lengths = [], []
     for batch in dataloader:
         # Padded across processes by generate_batch; gather_for_metrics drops the sampler's repeated examples.
         generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
         lengths += generated_lengths(generated.cpu(), tokenizer.eos_token_id, tokenizer.pad_token_id)
-        summaries += decode_texts(tokenizer, generated.cpu())
-    metrics = compute_rouge(summaries, references)
+        batch_summaries = decode_texts(tokenizer, generated.cpu())
+        metric.add_batch(predictions=batch_summaries,
+                         references=references[len(summaries):len(summaries) + len(batch_summaries)])
+        summaries += batch_summaries
+    if len(summaries) != len(references):
+        raise RuntimeError(f"{len(summaries)} summaries for {len(references)} references.")
+    metrics = metric.compute()
     metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
     return metrics, summaries
 

@@ -597,17 +597,18 @@ def evaluate(model, dataloader, accelerator):
     """Perplexity over exactly the masked validation tokens: exp(sum of their losses / their number).
 
     Every example's summed masked-token loss and count are gathered with `gather_for_metrics` (which drops
-    the examples the distributed sampler repeated) into the `perplexity` metric module on the main process,
-    so each masked token weighs the same whatever the batching -- not each batch, as a mean of batch losses
-    would. The masks come from the examples' seeds (`MaskSeededDataset`), so the result is the same on any
-    number of processes and on every run.
+    the examples the distributed sampler repeated); every process adds them to its own in-memory copy of the
+    `perplexity` metric module (`keep_in_memory=True`: no cache file shared between processes) and computes it,
+    so every process returns the same values. Each masked token weighs the same whatever the batching (not each
+    batch, as a mean of batch losses would). The masks come from the examples' seeds (`MaskSeededDataset`), so
+    the result is the same on any number of processes and on every run.
 
     Returns:
         {"loss": mean loss per masked token (nats), "perplexity": exp(loss), "tokens": masked tokens scored,
         "samples": examples scored}, the same on every process.
     """
     model.eval()
-    metric = load_metric("perplexity", keep_in_memory=True) if accelerator.is_main_process else None
+    metric = load_metric("perplexity", keep_in_memory=True)
     samples = 0
     for batch in dataloader:
         with torch.no_grad():
@@ -616,12 +617,8 @@ def evaluate(model, dataloader, accelerator):
         sums, counts = masked_token_losses(logits, batch["labels"])
         sums, counts = accelerator.gather_for_metrics((sums, counts))
         samples += len(counts)
-        if metric is not None:
-            metric.add_batch(loss_sums=sums.double().cpu().numpy(), token_counts=counts.cpu().numpy())
-    results = [{**metric.compute(), "samples": samples} if metric is not None else None]
-    if accelerator.num_processes > 1:  # the main process's result, on every process
-        results = broadcast_object_list(results, from_process=0)
-    return results[0]
+        metric.add_batch(loss_sums=sums.double().cpu().numpy(), token_counts=counts.cpu().numpy())
+    return {**metric.compute(), "samples": samples}
 
 
 def load_model_and_tokenizer(args):

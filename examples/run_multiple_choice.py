@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
-from accelerate.utils import ProjectConfiguration, broadcast_object_list
+from accelerate.utils import ProjectConfiguration
 from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForMultipleChoice, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES
 
@@ -404,8 +404,8 @@ def predict(model, dataloader, accelerator, metric=None):
     """Runs the model over `dataloader` on every process; the chosen choice is the one with the highest score.
 
     Args:
-        metric: an `evaluate` module (main process) fed with `add_batch(predictions, references)` after
-            `gather_for_metrics`, or None (other processes, or data without labels).
+        metric: an `evaluate` module fed with `add_batch(predictions, references)` after `gather_for_metrics`,
+            or None (data without labels).
 
     Returns:
         1-D numpy array of chosen indices, one per example of the dataset, in dataset order (`gather_for_metrics`
@@ -427,19 +427,20 @@ def predict(model, dataloader, accelerator, metric=None):
 
 
 def evaluate(model, dataloader, accelerator):
-    """Accuracy on the validation DataLoader, through the suite's `accuracy` metric module (main process).
+    """Accuracy on the validation DataLoader, through the suite's `accuracy` metric module.
+
+    Every process gathers each batch's predictions and labels (`gather_for_metrics`), adds them to its own
+    in-memory copy of the metric (`keep_in_memory=True`: no cache file shared between processes) and computes it,
+    so every process returns the same values.
 
     Returns:
         (metrics, predictions): metrics = {"accuracy": fraction of examples whose highest-scoring choice is the
         label, "samples": examples scored (the dataset size on any number of processes)}, the same on every
         process; predictions = the chosen index of every example (see `predict`).
     """
-    metric = load_metric("accuracy", keep_in_memory=True) if accelerator.is_main_process else None
+    metric = load_metric("accuracy", keep_in_memory=True)
     predictions = predict(model, dataloader, accelerator, metric)
-    results = [{**metric.compute(), "samples": len(predictions)} if metric is not None else None]
-    if accelerator.num_processes > 1:  # the main process's result, on every process
-        results = broadcast_object_list(results, from_process=0)
-    return results[0], predictions
+    return {**metric.compute(), "samples": len(predictions)}, predictions
 
 
 def load_model_and_tokenizer(args):

@@ -6,19 +6,22 @@ the Hub's metrics where one exists (`glue`, `seqeval`, `squad`, `squad_v2`, `sac
 `mean_iou`); `coco_map` and `perplexity` (per-sequence loss sums, not the Hub's model-based perplexity) are ours.
 Returned keys and scales are those of this repository's scripts (see each module's docstring).
 
-Use in a script, after `accelerator.gather_for_metrics`, on the main process only::
+Use in a script, after `accelerator.gather_for_metrics`, on every process::
 
-    metric = load_metric("glue", "mrpc")                  # every process may load it; only one adds
+    metric = load_metric("glue", "mrpc", keep_in_memory=True)   # one in-memory copy per process
     for batch in eval_dataloader:
         predictions, references = accelerator.gather_for_metrics((logits.argmax(-1), batch["labels"]))
-        if accelerator.is_main_process:
-            metric.add_batch(predictions=predictions.cpu().numpy(), references=references.cpu().numpy())
-    metrics = metric.compute() if accelerator.is_main_process else None
+        metric.add_batch(predictions=predictions.cpu().numpy(), references=references.cpu().numpy())
+    metrics = metric.compute()                                  # the same dict on every process
 
-`gather_for_metrics` already gives the main process every example exactly once, so the modules run with
-evaluate's defaults (`num_process=1`). evaluate's own distributed mode (`num_process`/`process_id`, each
-process adding its shard) is not used: it needs a file system shared by all processes and a unique
-`experiment_id` per run, and duplicates the gathering that the scripts already do.
+`gather_for_metrics` already gives every process every example exactly once, so each process adds the whole
+validation set to its own copy and computes the same values: no broadcast is needed and every process can log,
+save or stop on them. `keep_in_memory=True` keeps evaluate from writing a cache file per process (Arrow files
+that processes of one run, or two runs on one machine, would otherwise share by `experiment_id`). evaluate's own
+distributed mode (`num_process`/`process_id`, each process adding its shard) is not used: it needs a file
+system shared by all processes and a unique `experiment_id` per run, and duplicates the gathering that the
+scripts already do. The cost is that every process runs the metric's `compute`; for the metrics here it is
+milliseconds to seconds (SQuAD post-processing, ROUGE on long summaries).
 """
 
 import os

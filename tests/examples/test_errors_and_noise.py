@@ -87,11 +87,13 @@ def test_bad_flag_value_and_missing_tracker_package(num_processes, tmp_path, tin
 
 @pytest.mark.slow  # 2 launches of about 45 s each on the 2 shared cores
 @pytest.mark.parametrize("num_processes", [1, 2])
-def test_wandb_without_api_key_names_offline_mode(num_processes, tmp_path, tiny_bert, classification_data):
+def test_wandb_without_api_key_names_offline_mode(num_processes, tmp_path, tiny_bert, classification_data,
+                                                  monkeypatch):
     pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
     netrc = tmp_path / "netrc"
     netrc.write_text("")
-    env = {"WANDB_API_KEY": "", "WANDB_MODE": "", "NETRC": str(netrc), "WANDB_CONFIG_DIR": str(tmp_path / "cfg")}
+    env = {"WANDB_MODE": "online", "NETRC": str(netrc), "WANDB_CONFIG_DIR": str(tmp_path / "cfg")}
     result = launch("run_glue.py", glue_args(tiny_bert, classification_data, tmp_path / "out", "--report_to",
                                              "wandb"), num_processes=num_processes, env=env, check=False)
     assert_one_short_error(result, "run_glue.py: error: --report_to wandb: wandb has no API key (online mode). Run "

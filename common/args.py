@@ -257,13 +257,17 @@ def add_checkpointing_args(parser):
 def add_tracking_args(parser):
     """`--with_tracking`, `--report_to`. Returns the group."""
     group = parser.add_argument_group("tracking")
-    group.add_argument("--with_tracking", action="store_true", help="Log metrics to the trackers in --report_to.")
+    group.add_argument(
+        "--with_tracking",
+        action="store_true",
+        help="Log metrics to the trackers in --report_to (default: every installed tracker, as --report_to all).",
+    )
     group.add_argument(
         "--report_to",
         type=str,
-        default="all",
+        default=None,
         help="Tracker(s): 'tensorboard', 'wandb', 'comet_ml', 'clearml', 'mlflow', ..., a comma-separated list, "
-        "or 'all' (every installed tracker). Used only with --with_tracking.",
+        "or 'all' (every installed tracker). Implies --with_tracking.",
     )
     return group
 
@@ -302,6 +306,8 @@ def validate_common_args(args):
 
     - a data source is given: `--dataset_name` or `--train_file`/`--validation_file`;
     - data files exist, are not empty, and have an extension in `args.file_extensions`;
+    - `--report_to` implies `--with_tracking` (`apply_tracking_flags`); the trackers are installed and can log in
+      (`common.tracking.parse_report_to`);
     - `--push_to_hub`: see `check_push_to_hub` (Hub access known before any data is loaded);
     - `--output_dir`: see `check_output_dir` (not a file, creatable and writable, no earlier run's
       results unless `--overwrite_output_dir` or `--resume_from_checkpoint`).
@@ -334,10 +340,22 @@ def validate_common_args(args):
             )
     for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
         check_model_source(flag, getattr(args, flag, None))
-    if getattr(args, "with_tracking", False):
+    apply_tracking_flags(args)
+    if args.with_tracking:
         parse_report_to(args.report_to)
     check_push_to_hub(args)
     check_output_dir(args)
+
+
+def apply_tracking_flags(args):
+    """`--report_to X` implies `--with_tracking`; `--with_tracking` alone means `--report_to all` (before, a
+    `--report_to` without `--with_tracking` was silently ignored). Sets both on `args`."""
+    if getattr(args, "report_to", None) is not None:
+        args.with_tracking = True
+    elif getattr(args, "with_tracking", False):
+        args.report_to = "all"
+    else:
+        args.with_tracking = False
 
 
 def check_model_source(flag, value):

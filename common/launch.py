@@ -5,6 +5,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import datasets
@@ -81,7 +82,8 @@ def check_process_group(accelerator):
 
 def setup_logging(accelerator, logger):
     """INFO logs on the local main process, warnings and errors only elsewhere; the same for the
-    `datasets` and `transformers` loggers. Logs the accelerator state once per process."""
+    `datasets` and `transformers` loggers; the libraries' start-up noise removed (`quiet_libraries`); and one line
+    that says how the run is distributed (`describe_processes`), on the main process."""
     logging.basicConfig(
         format="%(asctime)s - %(levelname)s - %(name)s - %(message)s",
         datefmt="%m/%d/%Y %H:%M:%S",
@@ -93,7 +95,88 @@ def setup_logging(accelerator, logger):
     else:
         datasets.utils.logging.set_verbosity_error()
         transformers.utils.logging.set_verbosity_error()
-    logger.info(accelerator.state, main_process_only=False)
+    quiet_libraries(accelerator)
+    logger.info(describe_processes(accelerator))
+
+
+def describe_processes(accelerator):
+    """One line for the log instead of `accelerator.state`'s 7-line block per process: e.g. "Distributed
+    environment: MULTI_CPU, 2 processes (backend gloo), device cpu, mixed precision no"."""
+    state = accelerator.state
+    backend = f" (backend {state.backend})" if getattr(state, "backend", None) else ""
+    processes = f"{accelerator.num_processes} process{'es' if accelerator.num_processes != 1 else ''}"
+    return (f"Distributed environment: {accelerator.distributed_type.value}, {processes}{backend}, device "
+            f"{accelerator.device.type}, mixed precision {accelerator.mixed_precision}")
+
+
+def quiet_libraries(accelerator):
+    """Removes the libraries' start-up noise and keeps what a user needs, on every process:
+
+    - progress bars of `datasets` (`map`, `Generating ... split`), `transformers` (loading and writing weights) and
+      `huggingface_hub`: off on every process but the local main one, and everywhere when stderr is not a terminal
+      (a log file would get every `\\r` refresh);
+    - transformers' model LOAD REPORT (a table, with raw ANSI codes even in log files): one line naming the missing,
+      unexpected and re-initialised keys (`LoadReportInOneLine`);
+    - DeepSpeed's "Setting accelerator to CPU" (DeepSpeed is imported by accelerate's `unwrap_model` whenever it is
+      installed): dropped unless the run uses DeepSpeed (`ACCELERATE_USE_DEEPSPEED`);
+    - absl's INFO lines (rouge-score logs "Using default tokenizer." at each ROUGE evaluation): warnings only.
+    """
+    import huggingface_hub
+
+    if not accelerator.is_local_main_process or not sys.stderr.isatty():
+        datasets.disable_progress_bars()
+        transformers.utils.logging.disable_progress_bar()
+        huggingface_hub.utils.disable_progress_bars()
+    modeling_logger = logging.getLogger("transformers.modeling_utils")
+    if not any(isinstance(f, LoadReportInOneLine) for f in modeling_logger.filters):
+        modeling_logger.addFilter(LoadReportInOneLine())
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() not in ("1", "true"):
+        deepspeed_logger = logging.getLogger("DeepSpeed")  # filters stay when DeepSpeed configures it on import
+        if not any(isinstance(f, _DeepSpeedAcceleratorNotice) for f in deepspeed_logger.filters):
+            deepspeed_logger.addFilter(_DeepSpeedAcceleratorNotice())
+    logging.getLogger("absl").setLevel(logging.WARNING)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# transformers' LOAD REPORT statuses -> what the line says (transformers.utils.loading_report).
+_LOAD_REPORT_STATUS = {
+    "MISSING": "newly initialised (missing from the checkpoint)",
+    "UNEXPECTED": "unused (in the checkpoint, not in the model)",
+    "MISMATCH": "re-initialised (shape differs from the checkpoint)",
+}
+
+
+class LoadReportInOneLine(logging.Filter):
+    """Rewrites transformers' model LOAD REPORT (a key/status table with notes, and ANSI codes) into one line:
+    "BertForSequenceClassification from /path: newly initialised (missing from the checkpoint): classifier.bias,
+    classifier.weight". Other records, and reports it cannot read, pass unchanged but without ANSI codes."""
+
+    def filter(self, record):
+        message = record.getMessage()
+        if "LOAD REPORT" not in message:
+            return True
+        text = _ANSI.sub("", message)
+        head, _, rest = text.partition("\n")
+        model, _, source = head.partition(" LOAD REPORT from: ")
+        groups = {}
+        for line in rest.split("\n")[2:]:  # after the header and the separator lines
+            if not line.strip():
+                break
+            cells = [cell.strip() for cell in line.split(" | ")]
+            if len(cells) < 2:
+                break
+            groups.setdefault(cells[1], []).append(cells[0])
+        if groups and source:
+            parts = [f"{_LOAD_REPORT_STATUS.get(status, status.lower())}: {', '.join(sorted(keys))}"
+                     for status, keys in groups.items()]
+            text = f"{model.strip()} from {source.strip()}: {'; '.join(parts)}"
+        record.msg, record.args = text, None
+        return True
+
+
+class _DeepSpeedAcceleratorNotice(logging.Filter):
+    def filter(self, record):
+        return not record.getMessage().startswith(("Setting accelerator to", "Setting ds_accelerator to"))
 
 
 # What a run leaves in --output_dir that a reader (or `--resume_from_checkpoint latest`) would take as the current

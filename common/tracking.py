@@ -3,9 +3,11 @@
 
 import contextlib
 import enum
+import io
 import os
 import sys
 
+from accelerate.logging import get_logger
 from accelerate.tracking import get_available_trackers
 from accelerate.utils import LoggerType
 
@@ -41,7 +43,33 @@ def parse_report_to(report_to):
                 f"--report_to {name}: the {name} package is not installed (`pip install {name}`); "
                 f"installed trackers: {sorted(available) or 'none'}."
             )
+    if "wandb" in available and ("wandb" in names or "all" in names):
+        check_wandb_login(report_to)
     return names
+
+
+def check_wandb_login(report_to):
+    """Refuses a wandb run that could not start: online mode (no `WANDB_MODE=offline`/`disabled`) without an API key
+    (`WANDB_API_KEY`, `wandb login`'s netrc entry or wandb's settings file). wandb would stop the run only when the
+    trackers start, with "No API key configured". Reads the key without contacting the server
+    (`wandb.login(verify=False, prompt=False)`).
+
+    Raises:
+        ValueError: naming --report_to, with the three ways out (log in, the key, offline mode).
+    """
+    offline = os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun")
+    if offline or os.environ.get("WANDB_API_KEY"):
+        return
+    import wandb
+
+    with contextlib.redirect_stderr(io.StringIO()):  # "W&B API key is configured ..." on every process
+        logged_in = wandb.login(verify=False, prompt=False)
+    if not logged_in:
+        raise ValueError(
+            f"--report_to {report_to}: wandb has no API key (online mode). Run `wandb login`, set WANDB_API_KEY, or "
+            "set WANDB_MODE=offline to write the run under --output_dir/wandb without an account (`wandb sync` "
+            "uploads it later); or choose another tracker, e.g. --report_to tensorboard."
+        )
 
 
 def sanitize_config(config):
@@ -109,6 +137,34 @@ def init_trackers(accelerator, project_name, args):
             start_tensorboard_session(tracker.writer, config)
         else:
             tracker.store_init_configuration(config)  # wandb: the run's config
+    if accelerator.is_main_process:
+        get_logger(__name__).info(describe_trackers(accelerator.trackers, args.report_to))
+
+
+def describe_trackers(trackers, report_to):
+    """One line naming the trackers `--report_to` started and where each writes, e.g. "--report_to all: started
+    tensorboard (writes to out/glue_no_trainer; view: `tensorboard --logdir out`), wandb (offline, writes to
+    out/wandb/offline-run-...)".
+
+    Args:
+        trackers: `accelerator.trackers` on the main process.
+        report_to: the `--report_to` value.
+    """
+    started = []
+    for tracker in trackers:
+        if tracker.name == "tensorboard":
+            log_dir = tracker.writer.log_dir
+            view = os.path.dirname(log_dir) or "."
+            started.append(f"tensorboard (writes to {log_dir}; view: `tensorboard --logdir {view}`)")
+        elif tracker.name == "wandb":
+            run = tracker.run
+            mode = getattr(getattr(run, "settings", None), "mode", None) or os.environ.get("WANDB_MODE", "online")
+            run_dir = os.path.dirname(str(getattr(run, "dir", "")).rstrip(os.sep))  # .../wandb/<run>/files -> <run>
+            url = getattr(run, "url", None)
+            started.append(f"wandb ({mode}, writes to {run_dir}" + (f"; {url}" if url else "") + ")")
+        else:
+            started.append(tracker.name)
+    return f"--report_to {report_to}: started {', '.join(started) or 'no tracker'}."
 
 
 @contextlib.contextmanager

@@ -35,6 +35,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATIO
 from common.args import add_common_args, positive_int, validate_common_args
 from common.data import load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
+from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
 from common.metrics import load_metric
@@ -170,7 +171,7 @@ def validate_args(args):
     if args.train_dir or args.validation_dir:
         view.dataset_name = "imagefolder"  # a data source is given; common knows it under no other name
     validate_common_args(view)
-    args.hub_model_id = view.hub_model_id
+    args.hub_model_id, args.with_tracking, args.report_to = view.hub_model_id, view.with_tracking, view.report_to
     # Every image is resized or cropped to the model's input size: batches hold no padding.
     refuse_padding_flags(args, "every image is resized to the model's input size, so batches hold no padding")
 
@@ -799,4 +800,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)  # the user's errors: one line, from one process (common/errors.py)

@@ -35,6 +35,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 from common.args import add_common_args, non_negative_int, positive_int, validate_common_args
 from common.data import load_data_files
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
+from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
 from common.metrics import load_metric
@@ -802,4 +803,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)  # the user's errors: one line, from one process (common/errors.py)

@@ -31,6 +31,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MULTIPLE_CHOICE_MAP
 from common.args import add_common_args, capped_length, model_max_length, positive_int, validate_common_args
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
+from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
 from common.metrics import load_metric
@@ -578,4 +579,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)  # the user's errors: one line, from one process (common/errors.py)

@@ -36,6 +36,7 @@ from transformers import (
 
 from common.args import (
     add_common_args,
+    apply_tracking_flags,
     cap_seq2seq_lengths,
     check_model_source,
     check_output_dir,
@@ -45,6 +46,7 @@ from common.args import (
 )
 from common.data import load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
+from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
 from common.metrics import load_metric
@@ -260,6 +262,7 @@ def validate_args(args):
     if args.dataset_name or args.train_file or args.validation_file:
         validate_common_args(args)
     elif text_given:  # the parts of validate_common_args that do not concern --train_file/--validation_file
+        apply_tracking_flags(args)  # --report_to implies --with_tracking
         if args.with_tracking:
             parse_report_to(args.report_to)
         for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
@@ -802,4 +805,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)  # the user's errors: one line, from one process (common/errors.py)

@@ -171,7 +171,7 @@ def test_unreadable_image_stops_the_run_naming_the_files(image_data, tmp_path):
             *TINY_VIT, "--output_dir", tmp_path / "out"]
     result = launch(SCRIPT, args, num_processes=1, check=False)
     assert result.returncode != 0
-    assert "ValueError" in result.stdout and "2 unreadable image(s)" in result.stdout
+    assert "run_image_classification.py: error:" in result.stdout and "2 unreadable image(s)" in result.stdout
     assert "empty.png: the image file is empty (0 bytes)" in result.stdout
     assert "truncated.png: not a readable image" in result.stdout
     assert "--skip_corrupt_images" in result.stdout

@@ -331,7 +331,8 @@ def test_missing_language_key_is_a_clear_error(data, tiny_t5, tmp_path):
     args[args.index("--validation_file") + 1] = bad
     run = launch("run_translation.py", args, check=False)
     assert run.returncode != 0
-    assert f"ValueError: --validation_file {bad} line 3: the translation has no 'de' text" in run.stdout
+    # One line, the script's own (common/errors.py), not a traceback.
+    assert f"run_translation.py: error: --validation_file {bad} line 3: the translation has no 'de' text" in run.stdout
 
 
 @pytest.mark.slow

@@ -40,7 +40,8 @@ def test_sanitized_config_is_accepted_by_tensorboard(tmp_path):
     writer.close()
 
 
-def test_parse_report_to():
+def test_parse_report_to(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")  # 'all' includes an installed wandb, which needs a key online
     assert parse_report_to("tensorboard") == ["tensorboard"]
     assert parse_report_to("all") == ["all"]
     with pytest.raises(ValueError, match="--report_to tensorbord: unknown tracker"):

@@ -1,0 +1,205 @@
+"""common/errors.py (the user's errors as one line, from one process, into torch elastic's error file) and the
+quiet-log pieces of common/launch.py and common/tracking.py, without the launcher: each `run_script` case runs a
+small program in a subprocess (the real `sys.exit`, stderr and environment), importing only `common`."""
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from common.args import apply_tracking_flags
+from common.errors import NON_MAIN_RANK_DELAY_S, is_user_error
+from common.launch import LoadReportInOneLine
+from conftest import REPO
+
+PROGRAM = textwrap.dedent("""
+    import argparse, sys
+    from common.data import require_columns
+    from common.errors import run_script
+
+    def main(argv=None):
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--kind", required=True, choices=["user", "bug", "import", "ok"])
+        args = parser.parse_args(argv)
+        if args.kind == "user":  # the project's own check, as a script's data check raises it
+            import datasets
+            require_columns(datasets.Dataset.from_dict({"text": ["a"]}), ["label"], "train", "train.csv")
+        if args.kind == "bug":
+            return [][1]
+        if args.kind == "import":
+            import no_such_optional_package  # noqa: F401
+        return "done"
+
+    if __name__ == "__main__":
+        print("RETURNED", run_script(main))
+""")
+USER_MESSAGE = "prog.py: error: --train_file train.csv: missing column(s) ['label']"
+
+
+def run_program(tmp_path, *argv, env=None):
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM)
+    full_env = {k: v for k, v in os.environ.items() if k not in ("RANK", "TORCHELASTIC_ERROR_FILE",
+                                                                   "ACCELERATE_DEBUG_MODE")}
+    full_env.update({"PYTHONPATH": str(REPO), **(env or {})})
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, str(program), *argv], env=full_env, capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path)
+    return result, time.perf_counter() - start
+
+
+def test_a_user_error_is_one_line_on_stderr_with_status_1(tmp_path):
+    result, _ = run_program(tmp_path, "--kind", "user")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(USER_MESSAGE)
+    assert USER_MESSAGE in result.stderr and result.stderr.count(USER_MESSAGE) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_a_bad_flag_is_one_line_without_the_usage_and_status_2(tmp_path):
+    result, _ = run_program(tmp_path, "--kind", "nope")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prog.py: error: argument --kind: invalid choice: 'nope'")
+    assert lines[0].endswith("(see `prog.py --help`)")
+    assert "usage:" not in result.stderr
+
+
+def test_a_missing_package_is_a_user_error(tmp_path):
+    result, _ = run_program(tmp_path, "--kind", "import")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "prog.py: error: No module named 'no_such_optional_package'"
+
+
+def test_a_bug_keeps_its_traceback_and_debug_mode_restores_it_for_user_errors(tmp_path):
+    bug, _ = run_program(tmp_path, "--kind", "bug")
+    assert bug.returncode == 1 and "Traceback" in bug.stderr and "IndexError: list index out of range" in bug.stderr
+    debug, _ = run_program(tmp_path, "--kind", "user", env={"ACCELERATE_DEBUG_MODE": "true"})
+    assert debug.returncode == 1 and "Traceback" in debug.stderr
+    assert "ValueError: --train_file train.csv" in debug.stderr
+
+
+def test_success_returns_and_help_exits_0(tmp_path):
+    ok, _ = run_program(tmp_path, "--kind", "ok")
+    assert ok.returncode == 0 and "RETURNED done" in ok.stdout
+    helped, _ = run_program(tmp_path, "--help")
+    assert helped.returncode == 0 and "usage:" in helped.stdout
+
+
+def test_under_torch_elastic_the_message_goes_to_the_error_file_only(tmp_path):
+    """What torch elastic's summary reads (`ProcessFailure` of the launcher, from the file this process wrote)."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    error_file = tmp_path / "error.json"
+    result, _ = run_program(tmp_path, "--kind", "user", env={"TORCHELASTIC_ERROR_FILE": str(error_file),
+                                                           "RANK": "0"})
+    assert result.returncode == 1 and result.stderr == ""
+    failure = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file=str(error_file))
+    assert failure.message.startswith(USER_MESSAGE)
+    summary = str(ChildFailedError("prog.py", {0: failure}))
+    root_cause = summary.split("Root Cause (first observed failure):")[1]
+    assert f"traceback : {USER_MESSAGE}" in root_cause
+
+
+def test_under_torch_elastic_another_rank_waits_before_it_reports(tmp_path):
+    error_file = tmp_path / "error.json"
+    result, seconds = run_program(tmp_path, "--kind", "user", env={"TORCHELASTIC_ERROR_FILE": str(error_file),
+                                                                 "RANK": "1"})
+    rank0, seconds0 = run_program(tmp_path, "--kind", "user", env={"TORCHELASTIC_ERROR_FILE": str(error_file),
+                                                                 "RANK": "0"})
+    assert result.returncode == rank0.returncode == 1
+    assert seconds - seconds0 > NON_MAIN_RANK_DELAY_S - 2  # minus the noise of two process starts
+    assert json.loads(error_file.read_text())["message"].startswith(USER_MESSAGE)
+
+
+def test_a_bug_under_torch_elastic_writes_its_traceback_as_the_root_cause(tmp_path):
+    error_file = tmp_path / "error.json"
+    result, _ = run_program(tmp_path, "--kind", "bug", env={"TORCHELASTIC_ERROR_FILE": str(error_file)})
+    assert result.returncode == 1
+    message = json.loads(error_file.read_text())["message"]
+    assert message["message"] == "IndexError: list index out of range"
+    assert "Traceback" in message["extraInfo"]["py_callstack"]
+
+
+def test_another_rank_without_error_file_prints_with_its_rank(tmp_path):
+    result, _ = run_program(tmp_path, "--kind", "user", env={"RANK": "1"})
+    assert result.returncode == 1 and result.stderr.startswith(f"[rank 1] {USER_MESSAGE}")
+
+
+def test_is_user_error_only_for_the_projects_own_raise_statements():
+    import datasets
+
+    from common.data import require_columns
+
+    try:
+        require_columns(datasets.Dataset.from_dict({"a": [1]}), ["b"], "train", "x.csv")
+    except ValueError as e:
+        assert is_user_error(e)
+    try:
+        json.loads("{not json")  # a ValueError raised inside a library: a bug to show with its traceback
+    except ValueError as e:
+        assert not is_user_error(e)
+    try:
+        {}["key"]
+    except KeyError as e:
+        assert not is_user_error(e)
+
+
+def test_report_to_implies_with_tracking_and_with_tracking_alone_means_all():
+    args = argparse.Namespace(report_to="tensorboard", with_tracking=False)
+    apply_tracking_flags(args)
+    assert args.with_tracking and args.report_to == "tensorboard"
+    args = argparse.Namespace(report_to=None, with_tracking=True)
+    apply_tracking_flags(args)
+    assert args.with_tracking and args.report_to == "all"
+    args = argparse.Namespace(report_to=None, with_tracking=False)
+    apply_tracking_flags(args)
+    assert not args.with_tracking and args.report_to is None
+
+
+def test_wandb_without_a_key_in_online_mode_is_refused_naming_offline_mode(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from common.tracking import parse_report_to
+
+    for name in ("WANDB_API_KEY", "WANDB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    netrc = tmp_path / "netrc"
+    netrc.write_text("")
+    monkeypatch.setenv("NETRC", str(netrc))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb_config"))
+    for report_to in ("wandb", "all", "tensorboard,wandb"):
+        with pytest.raises(ValueError, match=rf"--report_to {report_to}: wandb has no API key .*WANDB_MODE=offline"):
+            parse_report_to(report_to)
+    assert parse_report_to("tensorboard") == ["tensorboard"]
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert parse_report_to("wandb") == ["wandb"]
+
+
+def test_the_load_report_becomes_one_line_without_ansi_codes(tmp_path, tiny_bert):
+    """transformers' real report (a BERT encoder loaded with a new classification head)."""
+    from transformers import AutoModelForSequenceClassification
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(self.format(record))
+
+    modeling_logger = logging.getLogger("transformers.modeling_utils")
+    handler, report_filter = Keep(), LoadReportInOneLine()
+    modeling_logger.addHandler(handler)
+    modeling_logger.addFilter(report_filter)
+    try:
+        AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
+    finally:
+        modeling_logger.removeHandler(handler)
+        modeling_logger.removeFilter(report_filter)
+    reports = [r for r in records if "classifier" in r]
+    assert reports == [f"BertForSequenceClassification from {tiny_bert}: newly initialised (missing from the "
+                       "checkpoint): classifier.bias, classifier.weight"]

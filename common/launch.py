@@ -39,6 +39,7 @@ def build_accelerator(args, **kwargs):
         **kwargs,
     )
     check_process_group(accelerator)
+    check_engine(accelerator)
     if args.seed is not None:
         set_seed(args.seed)
     return accelerator
@@ -46,13 +47,16 @@ def build_accelerator(args, **kwargs):
 
 def setup_run(accelerator, args, logger):
     """What every script does right after creating its `Accelerator`, on every process:
-    `check_process_group` (disconnected copies fail loudly), `setup_logging`, and `set_seed(args.seed)`
-    when `--seed` is given (before the model is built, so its new heads are initialised reproducibly).
+    `check_process_group` (disconnected copies fail loudly), `check_engine` (an FSDP or DeepSpeed launch that
+    accelerate turned into something else fails loudly, before the model is loaded), `setup_logging`, and
+    `set_seed(args.seed)` when `--seed` is given (before the model is built, so its new heads are initialised
+    reproducibly).
 
     Raises:
-        RuntimeError: see `check_process_group`.
+        RuntimeError: see `check_process_group` and `check_engine`.
     """
     check_process_group(accelerator)
+    check_engine(accelerator)
     setup_logging(accelerator, logger)
     if args.seed is not None:
         set_seed(args.seed)
@@ -77,6 +81,86 @@ def check_process_group(accelerator):
             "`ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N ...` or "
             "`ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu_2proc.yaml ...`."
         )
+
+
+# accelerate's launch environment variable -> the distributed type it asks for. `accelerate launch` sets them from
+# `--use_fsdp` / `--use_deepspeed` / `--use_megatron_lm` or from the config file's `distributed_type`.
+ENGINE_ENVIRONMENT = {
+    "ACCELERATE_USE_FSDP": "FSDP",
+    "ACCELERATE_USE_DEEPSPEED": "DEEPSPEED",
+    "ACCELERATE_USE_MEGATRON_LM": "MEGATRON_LM",
+}
+
+
+def requested_engine(environ=None):
+    """The engine the launch asked for, read from accelerate's launch environment.
+
+    Args:
+        environ: mapping of environment variables (default `os.environ`).
+
+    Returns:
+        (engine, variable): e.g. ("FSDP", "ACCELERATE_USE_FSDP"), or (None, None) when no engine variable is
+        "true" (case-insensitive, as accelerate reads them).
+    """
+    environ = os.environ if environ is None else environ
+    for variable, engine in ENGINE_ENVIRONMENT.items():
+        if str(environ.get(variable, "false")).lower() == "true":
+            return engine, variable
+    return None, None
+
+
+def check_engine(accelerator, environ=None):
+    """Fails when the launch asked for FSDP, DeepSpeed or Megatron-LM but the accelerator runs something else.
+
+    accelerate 1.15 keeps the request and the state apart: with `ACCELERATE_USE_CPU=1` (or no GPU), `accelerate
+    launch --use_fsdp --num_processes 2` gives `DistributedType.MULTI_CPU` (plain DDP over gloo) and says nothing,
+    and a DeepSpeed config under `ACCELERATE_USE_CPU=1` gives `NO` / `MULTI_CPU`. The run is then not what was
+    asked for: no sharding (each process holds the whole model, optimizer state and gradients: on GPUs that is
+    the out-of-memory the engine was meant to avoid), checkpoints in another layout, and transformers still reads
+    the FSDP variables: with `FSDP_CPU_RAM_EFFICIENT_LOADING=true` (the `--use_fsdp` default) `from_pretrained`
+    loads the weights on local rank 0 only and leaves the other ranks' parameters for FSDP's broadcast, which DDP
+    never does (transformers 5.24: the other ranks hold meta tensors and `prepare` fails with "Cannot copy out of
+    meta tensor"; older versions trained from uninitialised copies). An error, not a warning: it comes before
+    the model is loaded, costs nothing, and a warning scrolls past in a multi-hour job.
+
+    Args:
+        accelerator: the run's `Accelerator`.
+        environ: mapping of environment variables (default `os.environ`).
+
+    Raises:
+        RuntimeError: naming what was asked (the variable), what was found (`accelerator.distributed_type`) and
+            how to launch instead.
+    """
+    engine, variable = requested_engine(environ)
+    found = accelerator.distributed_type.value
+    if engine is None or found == engine:
+        return
+    environ = os.environ if environ is None else environ
+    on_cpu = str(environ.get("ACCELERATE_USE_CPU", "false")).lower() in ("1", "true", "yes")
+    reason = (
+        "ACCELERATE_USE_CPU=1 is set, and accelerate runs this engine only on GPUs / accelerators"
+        if on_cpu
+        else f"accelerate found device {accelerator.device} and did not start {engine} on it"
+    )
+    if engine == "DEEPSPEED":
+        instead = (
+            "for DeepSpeed on CPU launch without ACCELERATE_USE_CPU (DeepSpeed picks its CPU accelerator itself): "
+            "`accelerate launch --config_file configs/deepspeed_zero2.yaml --num_processes 1 --mixed_precision no "
+            "...`; for plain DDP on CPU drop the DeepSpeed flags/config: `ACCELERATE_USE_CPU=1 accelerate launch "
+            "--multi_gpu --num_processes N ...`"
+        )
+    else:
+        instead = (
+            f"{engine} needs GPUs: on this machine launch plain DDP without --use_fsdp / the FSDP config "
+            "(`ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N ...` or "
+            "`--config_file configs/cpu_2proc.yaml`); on GPUs launch without ACCELERATE_USE_CPU "
+            "(`accelerate launch --config_file configs/fsdp.yaml ...`)"
+        )
+    raise RuntimeError(
+        f"The launch asked for {engine} ({variable}=true, set by accelerate launch from --use_"
+        f"{engine.lower()} or a config with distributed_type: {engine}) but the accelerator runs "
+        f"{found} ({reason}). Training on would not be {engine}. Instead, {instead}."
+    )
 
 
 def setup_logging(accelerator, logger):

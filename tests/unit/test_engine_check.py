@@ -1,0 +1,65 @@
+"""`common.launch.check_engine`: a launch that asked for FSDP / DeepSpeed / Megatron-LM but got another accelerator
+state stops with an error naming both and how to launch instead (issue 17, item 2).
+
+The accelerator is a stand-in carrying only what the check reads (`distributed_type`, `device`): the state
+combinations come from accelerate itself (`DistributedType`), and the real launch (`accelerate launch --use_fsdp`
+on CPU) is covered end to end in tests/examples/test_scale.py.
+"""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from accelerate.utils import DistributedType
+
+from common.launch import check_engine, requested_engine
+
+
+def state(distributed_type):
+    return SimpleNamespace(distributed_type=distributed_type, device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    "environ, expected",
+    [
+        ({}, (None, None)),
+        ({"ACCELERATE_USE_FSDP": "true"}, ("FSDP", "ACCELERATE_USE_FSDP")),
+        ({"ACCELERATE_USE_FSDP": "True"}, ("FSDP", "ACCELERATE_USE_FSDP")),  # accelerate lower-cases too
+        ({"ACCELERATE_USE_FSDP": "false"}, (None, None)),
+        ({"ACCELERATE_USE_DEEPSPEED": "true"}, ("DEEPSPEED", "ACCELERATE_USE_DEEPSPEED")),
+        ({"ACCELERATE_USE_MEGATRON_LM": "true"}, ("MEGATRON_LM", "ACCELERATE_USE_MEGATRON_LM")),
+    ],
+)
+def test_requested_engine_reads_accelerates_launch_variables(environ, expected):
+    assert requested_engine(environ) == expected
+
+
+@pytest.mark.parametrize(
+    "environ, found",
+    [
+        ({}, DistributedType.NO),
+        ({}, DistributedType.MULTI_CPU),
+        ({"ACCELERATE_USE_FSDP": "true"}, DistributedType.FSDP),
+        ({"ACCELERATE_USE_DEEPSPEED": "true"}, DistributedType.DEEPSPEED),
+    ],
+)
+def test_the_engine_asked_for_or_none_passes(environ, found):
+    check_engine(state(found), environ)
+
+
+def test_fsdp_asked_on_cpu_but_ddp_found_names_both_and_the_command():
+    environ = {"ACCELERATE_USE_FSDP": "true", "ACCELERATE_USE_CPU": "1"}
+    with pytest.raises(RuntimeError) as error:
+        check_engine(state(DistributedType.MULTI_CPU), environ)
+    message = str(error.value)
+    assert "asked for FSDP (ACCELERATE_USE_FSDP=true" in message
+    assert "runs MULTI_CPU" in message
+    assert "ACCELERATE_USE_CPU=1 is set" in message
+    assert "--multi_gpu --num_processes N" in message and "configs/fsdp.yaml" in message
+
+
+@pytest.mark.parametrize("found", [DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU])
+def test_deepspeed_asked_but_not_running_says_how_to_launch_it(found):
+    with pytest.raises(RuntimeError, match=r"asked for DEEPSPEED .* runs " + found.value) as error:
+        check_engine(state(found), {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_USE_CPU": "true"})
+    assert "launch without ACCELERATE_USE_CPU" in str(error.value)

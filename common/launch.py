@@ -40,6 +40,7 @@ def build_accelerator(args, **kwargs):
     )
     check_process_group(accelerator)
     check_engine(accelerator)
+    check_final_save(accelerator)
     if args.seed is not None:
         set_seed(args.seed)
     return accelerator
@@ -48,38 +49,64 @@ def build_accelerator(args, **kwargs):
 def setup_run(accelerator, args, logger):
     """What every script does right after creating its `Accelerator`, on every process:
     `check_process_group` (disconnected copies fail loudly), `check_engine` (an FSDP or DeepSpeed launch that
-    accelerate turned into something else fails loudly, before the model is loaded), `setup_logging`, and
+    accelerate turned into something else fails loudly, before the model is loaded), `check_final_save` (a
+    ZeRO-3 run that could not save a full model fails now, not after training), `setup_logging`, and
     `set_seed(args.seed)` when `--seed` is given (before the model is built, so its new heads are initialised
     reproducibly).
 
     Raises:
-        RuntimeError: see `check_process_group` and `check_engine`.
+        RuntimeError: see `check_process_group`, `check_engine` and `check_final_save`.
     """
     check_process_group(accelerator)
     check_engine(accelerator)
+    check_final_save(accelerator)
     setup_logging(accelerator, logger)
     if args.seed is not None:
         set_seed(args.seed)
 
 
-def check_process_group(accelerator):
-    """Fails loudly when the launcher started several processes that did not join one group.
+def check_process_group(accelerator, environ=None):
+    """Fails loudly when the launcher started processes that did not join one group, or one process where the
+    command asked for several processes or machines.
 
-    `accelerate launch --multi_gpu --num_processes 2` on a machine without GPUs (and without
-    `ACCELERATE_USE_CPU=1`) starts two unrelated rank-0 copies that each train on all the data and
-    write the same files. torchrun's `WORLD_SIZE` then disagrees with `accelerator.num_processes`.
+    - `accelerate launch --multi_gpu --num_processes 2` on a machine without GPUs (and without
+      `ACCELERATE_USE_CPU=1`) starts two unrelated rank-0 copies that each train on all the data and write the
+      same files; torchrun's `WORLD_SIZE` then disagrees with `accelerator.num_processes`. The same holds for
+      each machine of a multi-node launch: its processes did not join the others.
+    - `accelerate launch --num_machines 2 --machine_rank R ...` (or `--cpu --num_processes 2`) without
+      `--multi_gpu` / a multi-process config uses accelerate 1.15's simple launcher: it sets `MASTER_ADDR` /
+      `MASTER_PORT` for the group it was asked for but starts one process without `WORLD_SIZE`, which then
+      trains alone on all the data (a node that started alone).
+
+    Args:
+        accelerator: the run's `Accelerator`.
+        environ: mapping of environment variables (default `os.environ`).
 
     Raises:
-        RuntimeError: when `WORLD_SIZE` (set by the launcher) != `accelerator.num_processes`.
+        RuntimeError: when `WORLD_SIZE` (set by the launcher) != `accelerator.num_processes`, or when
+            `accelerate launch` set `MASTER_ADDR` but started a single process without `WORLD_SIZE`.
     """
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    environ = os.environ if environ is None else environ
+    how = (
+        "On a machine without GPUs launch with `ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N "
+        "...` or `ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu_2proc.yaml ...`; on several "
+        "machines run on each `accelerate launch --multi_gpu --num_machines M --num_processes <total over all "
+        "machines> --machine_rank R --main_process_ip IP --main_process_port P ...` (configs/multi_node.yaml), with "
+        "ACCELERATE_USE_CPU=1 on every machine when they have no GPUs."
+    )
+    if "WORLD_SIZE" not in environ and "MASTER_ADDR" in environ and "ACCELERATE_MIXED_PRECISION" in environ:
+        if accelerator.num_processes == 1:
+            raise RuntimeError(
+                f"accelerate launch prepared a process group (MASTER_ADDR={environ['MASTER_ADDR']}, MASTER_PORT="
+                f"{environ.get('MASTER_PORT')}) but started this process alone (no WORLD_SIZE: its simple launcher, "
+                "chosen without --multi_gpu), so it would train on all the data by itself. " + how
+            )
+    world_size = int(environ.get("WORLD_SIZE", "1"))
     if world_size != accelerator.num_processes:
         raise RuntimeError(
             f"The launcher started {world_size} processes (WORLD_SIZE={world_size}) but they did not join one "
             f"process group (accelerator.num_processes={accelerator.num_processes}, distributed type "
-            f"{accelerator.distributed_type.value}). On a machine without GPUs launch with "
-            "`ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N ...` or "
-            "`ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu_2proc.yaml ...`."
+            f"{accelerator.distributed_type.value}). " + how
         )
 
 
@@ -161,6 +188,33 @@ def check_engine(accelerator, environ=None):
         f"{engine.lower()} or a config with distributed_type: {engine}) but the accelerator runs "
         f"{found} ({reason}). Training on would not be {engine}. Instead, {instead}."
     )
+
+
+def check_final_save(accelerator):
+    """Fails before training when the engine could not write the full model at the end.
+
+    Under DeepSpeed ZeRO-3 every process holds a shard of each parameter (the module's own tensors are empty
+    placeholders); `accelerator.get_state_dict` (used by `common.saving.save_model`) gathers the full weights
+    only when the DeepSpeed config has `zero_optimization.stage3_gather_16bit_weights_on_model_save: true`
+    (accelerate config: `zero3_save_16bit_model: true`), and otherwise raises -- after the whole training.
+    FSDP needs no check: `get_state_dict` gathers a full state dict (FSDP1: `FULL_STATE_DICT`, rank 0, on CPU;
+    FSDP2: `get_model_state_dict(full_state_dict=True, cpu_offload=True)`) whatever `fsdp_state_dict_type` the
+    checkpoints use.
+
+    Raises:
+        RuntimeError: under ZeRO-3 without `stage3_gather_16bit_weights_on_model_save`, naming the setting.
+    """
+    if accelerator.distributed_type.value != "DEEPSPEED":
+        return
+    zero = accelerator.state.deepspeed_plugin.deepspeed_config.get("zero_optimization", {})
+    if zero.get("stage") == 3 and zero.get("stage3_gather_16bit_weights_on_model_save") is not True:
+        raise RuntimeError(
+            "DeepSpeed ZeRO-3 without zero_optimization.stage3_gather_16bit_weights_on_model_save: true "
+            f"(found {zero.get('stage3_gather_16bit_weights_on_model_save')!r}) cannot gather the full model for "
+            "the final save_pretrained. Set `zero3_save_16bit_model: true` under deepspeed_config in the accelerate "
+            "config (configs/deepspeed_zero3.yaml does) or `stage3_gather_16bit_weights_on_model_save: true` in "
+            "the DeepSpeed JSON."
+        )
 
 
 def setup_logging(accelerator, logger):

@@ -6,10 +6,16 @@ sentiment pairs of conftest, on CPU processes (`ACCELERATE_USE_CPU=1`), offline.
 """
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
 
-from conftest import EXAMPLES, OFFLINE_ENV, _free_port
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import EXAMPLES, OFFLINE_ENV, _free_port, read_results
 
 
 def accelerate_launch(launch_flags, script_args, env=None, timeout=600):
@@ -47,3 +53,104 @@ def test_fsdp_asked_on_cpu_stops_before_loading_the_model(tmp_path, tiny_bert, c
     assert "ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N" in log
     assert "Cannot copy out of meta tensor" not in log  # stopped before from_pretrained
     assert not (out / "all_results.json").exists() and not list(out.glob("step_*"))
+
+
+# ----- item 1: two machines on one host -----
+RUN = ("--max_train_steps", "6", "--checkpointing_steps", "2")  # 6 of the 15 steps of an epoch: one evaluation
+
+
+def two_machine_command(rank, port):
+    """What a user types on machine `rank` of 2 (configs/multi_node.yaml's flags), 1 CPU process per machine."""
+    return ["--multi_gpu", "--num_machines", "2", "--num_processes", "2", "--machine_rank", rank,
+            "--main_process_ip", "127.0.0.1", "--main_process_port", port]
+
+
+def launch_two_machines(script_args, timeout=900):
+    """Runs the two machines' `accelerate launch` commands at once; returns their logs (machine 0, machine 1).
+
+    Raises AssertionError with both logs when either fails; on a timeout ends the two launchers it started (their
+    own process groups: torch elastic's workers included)."""
+    port = _free_port()
+    env = {**os.environ, **OFFLINE_ENV, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+    machines = [
+        subprocess.Popen([sys.executable, "-m", "accelerate.commands.launch",
+                          *map(str, two_machine_command(rank, port)), str(EXAMPLES / "run_glue.py"),
+                          *map(str, script_args)],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        for rank in (0, 1)
+    ]
+    try:
+        logs = [machine.communicate(timeout=timeout)[0] for machine in machines]
+    finally:
+        for machine in machines:
+            if machine.poll() is None:
+                os.killpg(machine.pid, signal.SIGTERM)
+    codes = [machine.returncode for machine in machines]
+    assert codes == [0, 0], f"exit codes {codes}\nmachine 0:\n{logs[0][-4000:]}\nmachine 1:\n{logs[1][-4000:]}"
+    return logs
+
+
+def assert_same_weights(a_dir, b_dir):
+    a, b = load_file(a_dir / "model.safetensors"), load_file(b_dir / "model.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+@pytest.fixture(scope="module")
+def one_machine(tmp_path_factory, tiny_bert, classification_data):
+    """The reference: 1 machine x 2 processes, same flags."""
+    out = tmp_path_factory.mktemp("one_machine") / "out"
+    result = accelerate_launch(["--multi_gpu", "--num_processes", "2", "--main_process_port", _free_port()],
+                               glue_args(tiny_bert, classification_data, out, *RUN))
+    assert result.returncode == 0, result.stdout[-4000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_machines(tmp_path_factory, tiny_bert, classification_data):
+    out = tmp_path_factory.mktemp("two_machines") / "out"
+    logs = launch_two_machines(glue_args(tiny_bert, classification_data, out, *RUN))
+    return out, logs
+
+
+@pytest.mark.slow  # four launches of 2 processes: about 6 minutes on 2 loaded cores
+def test_two_machines_train_exactly_like_one_machine_with_two_processes(one_machine, two_machines):
+    """Ranks 0 and 1 of two machines are ranks 0 and 1 of one machine: same data shards, same gradients, so the
+    same weights bit for bit; only machine 0's main process writes the outputs (one evaluation line, one
+    results line), and each checkpoint holds one random state per process of both machines."""
+    out, (log0, log1) = two_machines
+    assert "Num processes: 2" in log0 and "Process index: 1" in log1 and "Process index: 0" in log0
+    assert_same_weights(one_machine, out)
+    assert read_results(out)["eval_accuracy"] == read_results(one_machine)["eval_accuracy"]
+    assert read_results(out)["train_loss"] == read_results(one_machine)["train_loss"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in one_machine.iterdir())
+    assert len((out / "eval_history.jsonl").read_text().splitlines()) == 1  # written once, not once per machine
+    assert "Results:" in log0 and "Results:" not in log1
+    assert sorted(p.name for p in (out / "step_2").iterdir()) == [
+        "model.safetensors", "optimizer.bin", "random_states_0.pkl", "random_states_1.pkl", "scheduler.bin",
+        "training_progress.json"]
+
+
+@pytest.mark.slow  # see above
+def test_a_two_machine_checkpoint_resumes_on_two_machines_and_on_one(two_machines, tmp_path, tiny_bert,
+                                                                      classification_data):
+    """step_2 of the two-machine run resumed by two machines, and step_4 by one machine with 2 processes (the same
+    number of processes in all), both end with the uninterrupted run's weights."""
+    out, _ = two_machines
+    again = tmp_path / "two_machines"
+    again.mkdir()
+    shutil.copytree(out / "step_2", again / "step_2")
+    log0, _ = launch_two_machines(glue_args(tiny_bert, classification_data, again, *RUN,
+                                            "--resume_from_checkpoint", "latest"))
+    assert "Resuming from" in log0
+    assert_same_weights(out, again)
+    one = tmp_path / "one_machine"
+    one.mkdir()
+    shutil.copytree(out / "step_4", one / "step_4")
+    result = accelerate_launch(["--multi_gpu", "--num_processes", "2", "--main_process_port", _free_port()],
+                               glue_args(tiny_bert, classification_data, one, *RUN, "--resume_from_checkpoint",
+                                         "latest"))
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert_same_weights(out, one)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from accelerate.utils import DistributedType
 
-from common.launch import check_engine, requested_engine
+from common.launch import check_engine, check_process_group, requested_engine
 
 
 def state(distributed_type):
@@ -63,3 +63,36 @@ def test_deepspeed_asked_but_not_running_says_how_to_launch_it(found):
     with pytest.raises(RuntimeError, match=r"asked for DEEPSPEED .* runs " + found.value) as error:
         check_engine(state(found), {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_USE_CPU": "true"})
     assert "launch without ACCELERATE_USE_CPU" in str(error.value)
+
+
+def group(num_processes):
+    return SimpleNamespace(num_processes=num_processes, distributed_type=DistributedType.NO)
+
+
+def test_a_node_started_alone_by_the_simple_launcher_is_refused():
+    """`accelerate launch --num_machines 2 --machine_rank 1 ...` without --multi_gpu (measured with accelerate 1.15:
+    one process, MASTER_ADDR/MASTER_PORT set, no WORLD_SIZE)."""
+    environ = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29977", "ACCELERATE_MIXED_PRECISION": "no"}
+    with pytest.raises(RuntimeError) as error:
+        check_process_group(group(1), environ)
+    message = str(error.value)
+    assert "started this process alone" in message and "MASTER_ADDR=127.0.0.1" in message
+    assert "--multi_gpu --num_machines M" in message and "configs/multi_node.yaml" in message
+
+
+@pytest.mark.parametrize(
+    "environ, num_processes",
+    [
+        ({}, 1),  # python examples/run_*.py
+        ({"ACCELERATE_MIXED_PRECISION": "no"}, 1),  # accelerate launch --num_processes 1
+        ({"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1"}, 1),  # a cluster's variables, not accelerate launch's
+        ({"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "ACCELERATE_MIXED_PRECISION": "no"}, 2),  # one group
+    ],
+)
+def test_one_process_or_one_group_passes(environ, num_processes):
+    check_process_group(group(num_processes), environ)
+
+
+def test_machines_that_did_not_join_are_refused():
+    with pytest.raises(RuntimeError, match=r"started 2 processes \(WORLD_SIZE=2\) but they did not join"):
+        check_process_group(group(1), {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"})

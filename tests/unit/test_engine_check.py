@@ -12,7 +12,7 @@ import pytest
 import torch
 from accelerate.utils import DistributedType
 
-from common.launch import check_engine, check_process_group, requested_engine
+from common.launch import check_engine, check_final_save, check_process_group, requested_engine
 
 
 def state(distributed_type):
@@ -96,3 +96,22 @@ def test_one_process_or_one_group_passes(environ, num_processes):
 def test_machines_that_did_not_join_are_refused():
     with pytest.raises(RuntimeError, match=r"started 2 processes \(WORLD_SIZE=2\) but they did not join"):
         check_process_group(group(1), {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"})
+
+
+def deepspeed(zero_optimization):
+    plugin = SimpleNamespace(deepspeed_config={"zero_optimization": zero_optimization})
+    return SimpleNamespace(distributed_type=DistributedType.DEEPSPEED, state=SimpleNamespace(deepspeed_plugin=plugin))
+
+
+def test_zero3_without_gathered_weights_is_refused_before_training():
+    """accelerate's get_state_dict raises for it at the final save, i.e. after the whole training."""
+    with pytest.raises(RuntimeError, match="stage3_gather_16bit_weights_on_model_save: true .found False"):
+        check_final_save(deepspeed({"stage": 3, "stage3_gather_16bit_weights_on_model_save": False}))
+    with pytest.raises(RuntimeError, match="zero3_save_16bit_model: true"):
+        check_final_save(deepspeed({"stage": 3}))
+
+
+@pytest.mark.parametrize("zero", [{"stage": 3, "stage3_gather_16bit_weights_on_model_save": True}, {"stage": 2}])
+def test_zero3_gathering_and_zero2_pass(zero):
+    check_final_save(deepspeed(zero))
+    check_final_save(SimpleNamespace(distributed_type=DistributedType.MULTI_CPU))

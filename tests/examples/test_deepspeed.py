@@ -126,13 +126,16 @@ def test_zero3_trains_and_saves_the_full_model(zero3_run, tiny_bert, classificat
     results = read_results(out)
     assert results["train_steps"] == 90
     assert results["eval_accuracy"] >= 0.9 and results["train_loss"] < math.log(2)
-    saved, start = load_file(out / "model.safetensors"), load_file(os.path.join(tiny_bert, "model.safetensors"))
+    from transformers import AutoModelForSequenceClassification
+
+    # Measured: ZeRO-3's consolidated dict names LayerNorm parameters gamma/beta; from_pretrained maps them back.
+    saved = AutoModelForSequenceClassification.from_pretrained(out).state_dict()
+    start = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2).state_dict()
+    assert saved.keys() == start.keys()
     for key, tensor in start.items():
-        name = key if key in saved else f"bert.{key}"
-        assert saved[name].shape == tensor.shape, name
+        assert saved[key].shape == tensor.shape and saved[key].numel() > 0, key
     assert not torch.equal(saved["bert.embeddings.word_embeddings.weight"],
-                           start[next(k for k in start if k.endswith("embeddings.word_embeddings.weight"))])
-    assert saved["classifier.weight"].shape == (2, 32)
+                           start["bert.embeddings.word_embeddings.weight"])
     assert saved_model_accuracy(out, classification_data["validation"]) == pytest.approx(results["eval_accuracy"])
 
 

@@ -40,6 +40,8 @@ def build_accelerator(args, **kwargs):
         **kwargs,
     )
     check_process_group(accelerator)
+    check_engine(accelerator)
+    check_final_save(accelerator)
     if args.seed is not None:
         set_seed(args.seed)
     return accelerator
@@ -47,36 +49,172 @@ def build_accelerator(args, **kwargs):
 
 def setup_run(accelerator, args, logger):
     """What every script does right after creating its `Accelerator`, on every process:
-    `check_process_group` (disconnected copies fail loudly), `setup_logging`, and `set_seed(args.seed)`
-    when `--seed` is given (before the model is built, so its new heads are initialised reproducibly).
+    `check_process_group` (disconnected copies fail loudly), `check_engine` (an FSDP or DeepSpeed launch that
+    accelerate turned into something else fails loudly, before the model is loaded), `check_final_save` (a
+    ZeRO-3 run that could not save a full model fails now, not after training), `setup_logging`, and
+    `set_seed(args.seed)` when `--seed` is given (before the model is built, so its new heads are initialised
+    reproducibly).
 
     Raises:
-        RuntimeError: see `check_process_group`.
+        RuntimeError: see `check_process_group`, `check_engine` and `check_final_save`.
     """
     check_process_group(accelerator)
+    check_engine(accelerator)
+    check_final_save(accelerator)
     setup_logging(accelerator, logger)
     if args.seed is not None:
         set_seed(args.seed)
 
 
-def check_process_group(accelerator):
-    """Fails loudly when the launcher started several processes that did not join one group.
+def check_process_group(accelerator, environ=None):
+    """Fails loudly when the launcher started processes that did not join one group, or one process where the
+    command asked for several processes or machines.
 
-    `accelerate launch --multi_gpu --num_processes 2` on a machine without GPUs (and without
-    `ACCELERATE_USE_CPU=1`) starts two unrelated rank-0 copies that each train on all the data and
-    write the same files. torchrun's `WORLD_SIZE` then disagrees with `accelerator.num_processes`.
+    - `accelerate launch --multi_gpu --num_processes 2` on a machine without GPUs (and without
+      `ACCELERATE_USE_CPU=1`) starts two unrelated rank-0 copies that each train on all the data and write the
+      same files; torchrun's `WORLD_SIZE` then disagrees with `accelerator.num_processes`. The same holds for
+      each machine of a multi-node launch: its processes did not join the others.
+    - `accelerate launch --num_machines 2 --machine_rank R ...` (or `--cpu --num_processes 2`) without
+      `--multi_gpu` / a multi-process config uses accelerate 1.15's simple launcher: it sets `MASTER_ADDR` /
+      `MASTER_PORT` for the group it was asked for but starts one process without `WORLD_SIZE`, which then
+      trains alone on all the data (a node that started alone).
+
+    Args:
+        accelerator: the run's `Accelerator`.
+        environ: mapping of environment variables (default `os.environ`).
 
     Raises:
-        RuntimeError: when `WORLD_SIZE` (set by the launcher) != `accelerator.num_processes`.
+        RuntimeError: when `WORLD_SIZE` (set by the launcher) != `accelerator.num_processes`, or when
+            `accelerate launch` set `MASTER_ADDR` but started a single process without `WORLD_SIZE`.
     """
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    environ = os.environ if environ is None else environ
+    how = (
+        "On a machine without GPUs launch with `ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N "
+        "...` or `ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu_2proc.yaml ...`; on several "
+        "machines run on each `accelerate launch --multi_gpu --num_machines M --num_processes <total over all "
+        "machines> --machine_rank R --main_process_ip IP --main_process_port P ...` (configs/multi_node.yaml), with "
+        "ACCELERATE_USE_CPU=1 on every machine when they have no GPUs."
+    )
+    if "WORLD_SIZE" not in environ and "MASTER_ADDR" in environ and "ACCELERATE_MIXED_PRECISION" in environ:
+        if accelerator.num_processes == 1:
+            raise RuntimeError(
+                f"accelerate launch prepared a process group (MASTER_ADDR={environ['MASTER_ADDR']}, MASTER_PORT="
+                f"{environ.get('MASTER_PORT')}) but started this process alone (no WORLD_SIZE: its simple launcher, "
+                "chosen without --multi_gpu), so it would train on all the data by itself. " + how
+            )
+    world_size = int(environ.get("WORLD_SIZE", "1"))
     if world_size != accelerator.num_processes:
         raise RuntimeError(
             f"The launcher started {world_size} processes (WORLD_SIZE={world_size}) but they did not join one "
             f"process group (accelerator.num_processes={accelerator.num_processes}, distributed type "
-            f"{accelerator.distributed_type.value}). On a machine without GPUs launch with "
-            "`ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N ...` or "
-            "`ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu_2proc.yaml ...`."
+            f"{accelerator.distributed_type.value}). " + how
+        )
+
+
+# accelerate's launch environment variable -> the distributed type it asks for. `accelerate launch` sets them from
+# `--use_fsdp` / `--use_deepspeed` / `--use_megatron_lm` or from the config file's `distributed_type`.
+ENGINE_ENVIRONMENT = {
+    "ACCELERATE_USE_FSDP": "FSDP",
+    "ACCELERATE_USE_DEEPSPEED": "DEEPSPEED",
+    "ACCELERATE_USE_MEGATRON_LM": "MEGATRON_LM",
+}
+
+
+def requested_engine(environ=None):
+    """The engine the launch asked for, read from accelerate's launch environment.
+
+    Args:
+        environ: mapping of environment variables (default `os.environ`).
+
+    Returns:
+        (engine, variable): e.g. ("FSDP", "ACCELERATE_USE_FSDP"), or (None, None) when no engine variable is
+        "true" (case-insensitive, as accelerate reads them).
+    """
+    environ = os.environ if environ is None else environ
+    for variable, engine in ENGINE_ENVIRONMENT.items():
+        if str(environ.get(variable, "false")).lower() == "true":
+            return engine, variable
+    return None, None
+
+
+def check_engine(accelerator, environ=None):
+    """Fails when the launch asked for FSDP, DeepSpeed or Megatron-LM but the accelerator runs something else.
+
+    accelerate 1.15 keeps the request and the state apart: with `ACCELERATE_USE_CPU=1` (or no GPU), `accelerate
+    launch --use_fsdp --num_processes 2` gives `DistributedType.MULTI_CPU` (plain DDP over gloo) and says nothing,
+    and a DeepSpeed config under `ACCELERATE_USE_CPU=1` gives `NO` / `MULTI_CPU`. The run is then not what was
+    asked for: no sharding (each process holds the whole model, optimizer state and gradients: on GPUs that is
+    the out-of-memory the engine was meant to avoid), checkpoints in another layout, and transformers still reads
+    the FSDP variables: with `FSDP_CPU_RAM_EFFICIENT_LOADING=true` (the `--use_fsdp` default) `from_pretrained`
+    loads the weights on local rank 0 only and leaves the other ranks' parameters for FSDP's broadcast, which DDP
+    never does (transformers 5.24: the other ranks hold meta tensors and `prepare` fails with "Cannot copy out of
+    meta tensor"; older versions trained from uninitialised copies). An error, not a warning: it comes before
+    the model is loaded, costs nothing, and a warning scrolls past in a multi-hour job.
+
+    Args:
+        accelerator: the run's `Accelerator`.
+        environ: mapping of environment variables (default `os.environ`).
+
+    Raises:
+        RuntimeError: naming what was asked (the variable), what was found (`accelerator.distributed_type`) and
+            how to launch instead.
+    """
+    engine, variable = requested_engine(environ)
+    found = accelerator.distributed_type.value
+    if engine is None or found == engine:
+        return
+    environ = os.environ if environ is None else environ
+    on_cpu = str(environ.get("ACCELERATE_USE_CPU", "false")).lower() in ("1", "true", "yes")
+    reason = (
+        "ACCELERATE_USE_CPU=1 is set, and accelerate runs this engine only on GPUs / accelerators"
+        if on_cpu
+        else f"accelerate found device {accelerator.device} and did not start {engine} on it"
+    )
+    if engine == "DEEPSPEED":
+        instead = (
+            "for DeepSpeed on CPU launch without ACCELERATE_USE_CPU (DeepSpeed picks its CPU accelerator itself): "
+            "`accelerate launch --config_file configs/deepspeed_zero2.yaml --num_processes 1 --mixed_precision no "
+            "...`; for plain DDP on CPU drop the DeepSpeed flags/config: `ACCELERATE_USE_CPU=1 accelerate launch "
+            "--multi_gpu --num_processes N ...`"
+        )
+    else:
+        instead = (
+            f"{engine} needs GPUs: on this machine launch plain DDP without --use_fsdp / the FSDP config "
+            "(`ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N ...` or "
+            "`--config_file configs/cpu_2proc.yaml`); on GPUs launch without ACCELERATE_USE_CPU "
+            "(`accelerate launch --config_file configs/fsdp.yaml ...`)"
+        )
+    raise RuntimeError(
+        f"The launch asked for {engine} ({variable}=true, set by accelerate launch from --use_"
+        f"{engine.lower()} or a config with distributed_type: {engine}) but the accelerator runs "
+        f"{found} ({reason}). Training on would not be {engine}. Instead, {instead}."
+    )
+
+
+def check_final_save(accelerator):
+    """Fails before training when the engine could not write the full model at the end.
+
+    Under DeepSpeed ZeRO-3 every process holds a shard of each parameter (the module's own tensors are empty
+    placeholders); `accelerator.get_state_dict` (used by `common.saving.save_model`) gathers the full weights
+    only when the DeepSpeed config has `zero_optimization.stage3_gather_16bit_weights_on_model_save: true`
+    (accelerate config: `zero3_save_16bit_model: true`), and otherwise raises -- after the whole training.
+    FSDP needs no check: `get_state_dict` gathers a full state dict (FSDP1: `FULL_STATE_DICT`, rank 0, on CPU;
+    FSDP2: `get_model_state_dict(full_state_dict=True, cpu_offload=True)`) whatever `fsdp_state_dict_type` the
+    checkpoints use.
+
+    Raises:
+        RuntimeError: under ZeRO-3 without `stage3_gather_16bit_weights_on_model_save`, naming the setting.
+    """
+    if accelerator.distributed_type.value != "DEEPSPEED":
+        return
+    zero = accelerator.state.deepspeed_plugin.deepspeed_config.get("zero_optimization", {})
+    if zero.get("stage") == 3 and zero.get("stage3_gather_16bit_weights_on_model_save") is not True:
+        raise RuntimeError(
+            "DeepSpeed ZeRO-3 without zero_optimization.stage3_gather_16bit_weights_on_model_save: true "
+            f"(found {zero.get('stage3_gather_16bit_weights_on_model_save')!r}) cannot gather the full model for "
+            "the final save_pretrained. Set `zero3_save_16bit_model: true` under deepspeed_config in the accelerate "
+            "config (configs/deepspeed_zero3.yaml does) or `stage3_gather_16bit_weights_on_model_save: true` in "
+            "the DeepSpeed JSON."
         )
 
 

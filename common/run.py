@@ -105,18 +105,30 @@ def run_settings(args, accelerator):
 def check_run_settings(checkpoint, current, ignore_mismatch=False):
     """Refuses to resume from a checkpoint written by a run with other settings.
 
+    A different number of processes is refused even with `ignore_mismatch` (README, "Checkpointing"): the
+    checkpoint cannot continue correctly on another count, because
+    - its learning-rate scheduler has been stepped `num_processes` times per optimizer step (accelerate's
+      `AcceleratedScheduler` does so when batches are not split, and the scripts size the schedule for it), so on
+      another count the learning rate jumps to another point of the schedule;
+    - its position is a number of per-process micro-batches of an epoch order sharded `num_processes` ways
+      (`BatchSamplerShard`: process k takes batches k, k + N, ...), so skipping that many on another count skips
+      or repeats examples of the interrupted epoch;
+    - it holds one random state per process (`random_states_<k>.pkl`).
+    A multi-node run counts all processes of all machines: 2 machines x 1 process resume as 1 machine x 2.
+
     Args:
         checkpoint: path of the checkpoint folder (its `training_progress.json` holds `run_settings`;
             checkpoints written without them, e.g. by `accelerator.save_state` alone, are accepted).
         current: `run_settings(args, accelerator)` of the command being run.
-        ignore_mismatch: `--ignore_checkpoint_mismatch`: log nothing, accept.
+        ignore_mismatch: `--ignore_checkpoint_mismatch`: accept other values of every setting but
+            `num_processes`.
 
     Returns:
         list of "name: checkpoint value -> current value" strings (empty when they agree).
 
     Raises:
         ValueError: naming --resume_from_checkpoint, the checkpoint and every differing setting, unless
-            `ignore_mismatch`.
+            `ignore_mismatch`; always when `num_processes` differs, saying why and what to run instead.
     """
     progress_file = Path(checkpoint) / PROGRESS_FILE
     if not progress_file.is_file():
@@ -129,6 +141,19 @@ def check_run_settings(checkpoint, current, ignore_mismatch=False):
         for name in sorted(recorded)
         if name in current and recorded[name] != current[name]
     ]
+    written_by, now = recorded.get("num_processes"), current.get("num_processes")
+    if written_by is not None and now is not None and written_by != now:
+        raise ValueError(
+            f"--resume_from_checkpoint: {checkpoint} was written by {written_by} process(es) and this run has "
+            f"{now} ({'; '.join(differences)}). A checkpoint continues only on the number of processes that wrote "
+            f"it (all machines together): its learning-rate scheduler was stepped {written_by} times per optimizer "
+            f"step, its position counts per-process batches of an epoch order split {written_by} ways, and it "
+            f"holds {written_by} random state(s); on {now} process(es) the learning rate would jump and examples of "
+            f"the interrupted epoch would be seen twice or skipped. Launch with {written_by} process(es) in all "
+            f"(e.g. `accelerate launch --num_processes {written_by} ...`), or start a new run in another "
+            "--output_dir from the weights (--ignore_checkpoint_mismatch does not apply to the number of "
+            "processes)."
+        )
     if differences and not ignore_mismatch:
         raise ValueError(
             f"--resume_from_checkpoint: {checkpoint} was written by a run with other settings "

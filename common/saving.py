@@ -10,8 +10,18 @@ def save_model(accelerator, model, output_dir, tokenizer=None):
     """Saves the trained model (and tokenizer / processor) with `save_pretrained`, loadable by
     `from_pretrained(output_dir)`. Call on every process.
 
-    `accelerator.get_state_dict` gathers the full weights under DeepSpeed ZeRO-3 and FSDP; only the
-    main process writes.
+    `accelerator.get_state_dict` is a collective that gathers the full weights whatever the engine:
+    - DeepSpeed ZeRO-3: the module's own parameters are empty placeholders; `get_state_dict` returns the engine's
+      `_zero3_consolidated_16bit_state_dict()` (full tensors in the training dtype: fp32 without mixed precision,
+      bf16 / fp16 with it), which needs `stage3_gather_16bit_weights_on_model_save: true`
+      (`common.launch.check_final_save` refuses a run without it before training);
+    - FSDP: a `FULL_STATE_DICT` gathered to rank 0 on the CPU (FSDP2: `get_model_state_dict(full_state_dict=True,
+      cpu_offload=True)`; FSDP1: `FullStateDictConfig(offload_to_cpu=True, rank0_only=True)`), whatever
+      `fsdp_state_dict_type` the checkpoints use;
+    - DDP / one process / ZeRO-1/2: the unwrapped model's state dict.
+    Only the main process writes (`save_pretrained(is_main_process=...)`); the other ranks' (empty or partial)
+    dicts are not used. Tested under ZeRO-2 and ZeRO-3 on one CPU process (tests/examples/test_deepspeed.py);
+    the FSDP branch is accelerate's and not run here (no GPU).
     """
     accelerator.wait_for_everyone()
     state_dict = accelerator.get_state_dict(model)

@@ -1,4 +1,5 @@
-"""run_glue under DeepSpeed ZeRO stage 2 (configs/deepspeed_zero2.yaml), one CPU process.
+"""run_glue under DeepSpeed ZeRO stage 2 (configs/deepspeed_zero2.yaml) and stage 3 (configs/deepspeed_zero3.yaml:
+parameters sharded, the final save gathers them), one CPU process.
 
 Launched as a user would: `accelerate launch --config_file configs/deepspeed_zero2.yaml --num_processes 1
 --mixed_precision no examples/run_glue.py ...` (the flags override the config's 8 GPUs and bf16). The run must
@@ -23,6 +24,7 @@ from safetensors.torch import load_file
 from conftest import EXAMPLES, OFFLINE_ENV, REPO, _free_port, read_results
 
 CONFIG = REPO / "configs" / "deepspeed_zero2.yaml"
+ZERO3_CONFIG = REPO / "configs" / "deepspeed_zero3.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +35,10 @@ def deepspeed_available():
         pytest.skip(f"DeepSpeed not usable here (`pip install deepspeed`): {type(error).__name__}: {error}")
 
 
-def launch_deepspeed(args):
-    """`accelerate launch --config_file configs/deepspeed_zero2.yaml` on one CPU process, offline."""
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIG),
+def launch_deepspeed(args, config=CONFIG):
+    """`accelerate launch --config_file <config> (default configs/deepspeed_zero2.yaml)` on one CPU process,
+    offline."""
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config),
                "--num_processes", "1", "--mixed_precision", "no", "--main_process_port", str(_free_port()),
                str(EXAMPLES / "run_glue.py"), *map(str, args)]
     env = {**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -102,3 +105,52 @@ def test_zero2_checkpoint_resumes_to_the_same_weights(zero2_run, tmp_path, tiny_
     for key in expected:
         assert torch.equal(expected[key], actual[key]), key
     assert read_results(resumed)["eval_accuracy"] == read_results(out)["eval_accuracy"]
+
+
+# ----- ZeRO-3 (configs/deepspeed_zero3.yaml: zero3_init_flag, zero3_save_16bit_model) -----
+@pytest.fixture(scope="module")
+def zero3_run(deepspeed_available, tmp_path_factory, tiny_bert, classification_data):
+    out = tmp_path_factory.mktemp("zero3") / "out"
+    result = launch_deepspeed(glue_args(tiny_bert, classification_data, out, "--checkpointing_steps", "30"),
+                              ZERO3_CONFIG)
+    return out, result.stdout
+
+
+@pytest.mark.slow  # a ZeRO-3 launch (about 2 minutes; not yet seen passing here: see README "Not yet good")
+def test_zero3_trains_and_saves_the_full_model(zero3_run, tiny_bert, classification_data):
+    """Under ZeRO-3 the module's own parameters are empty placeholders (shape [0]); the final save must gather
+    them: every saved tensor has the shape of the untrained model's, differs from it (trained), and the loaded
+    model scores what the script reported."""
+    out, log = zero3_run
+    assert "'stage': 3" in log
+    results = read_results(out)
+    assert results["train_steps"] == 90
+    assert results["eval_accuracy"] >= 0.9 and results["train_loss"] < math.log(2)
+    from transformers import AutoModelForSequenceClassification
+
+    # Measured: ZeRO-3's consolidated dict names LayerNorm parameters gamma/beta; from_pretrained maps them back.
+    saved = AutoModelForSequenceClassification.from_pretrained(out).state_dict()
+    start = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2).state_dict()
+    assert saved.keys() == start.keys()
+    for key, tensor in start.items():
+        assert saved[key].shape == tensor.shape and saved[key].numel() > 0, key
+    assert not torch.equal(saved["bert.embeddings.word_embeddings.weight"],
+                           start["bert.embeddings.word_embeddings.weight"])
+    assert saved_model_accuracy(out, classification_data["validation"]) == pytest.approx(results["eval_accuracy"])
+
+
+@pytest.mark.slow  # a second ZeRO-3 launch (about 2 minutes)
+def test_zero3_checkpoint_resumes_to_the_same_weights(zero3_run, tmp_path, tiny_bert, classification_data):
+    import shutil
+
+    out, _ = zero3_run
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    shutil.copytree(out / "step_30", resumed / "step_30")
+    result = launch_deepspeed(glue_args(tiny_bert, classification_data, resumed, "--resume_from_checkpoint",
+                                        "latest"), ZERO3_CONFIG)
+    assert "Resuming from" in result.stdout
+    expected, actual = load_file(out / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert expected.keys() == actual.keys()
+    for key in expected:
+        assert torch.equal(expected[key], actual[key]), key

@@ -211,14 +211,24 @@ def test_a_resume_with_other_settings_is_refused_naming_them(tmp_path):
                 "num_processes": 1, "seed": 42, "train_file": "a.csv"}
     (checkpoint / PROGRESS_FILE).write_text(json.dumps({"completed_steps": 10, "run_settings": recorded}))
     assert check_run_settings(checkpoint, dict(recorded)) == []
-    current = {**recorded, "num_processes": 2, "seed": 43}
+    current = {**recorded, "seed": 43, "train_file": "b.csv"}
     with pytest.raises(ValueError) as error:
         check_run_settings(checkpoint, current)
     message = str(error.value)
-    assert "--resume_from_checkpoint" in message and "num_processes: 1 -> 2" in message
-    assert "seed: 42 -> 43" in message and "--ignore_checkpoint_mismatch" in message
-    assert check_run_settings(checkpoint, current, ignore_mismatch=True) == ["num_processes: 1 -> 2",
-                                                                             "seed: 42 -> 43"]
+    assert "--resume_from_checkpoint" in message and "train_file: 'a.csv' -> 'b.csv'" in message
+    assert "seed: 42 -> 43" in message and "--ignore_checkpoint_mismatch to resume anyway" in message
+    assert check_run_settings(checkpoint, current, ignore_mismatch=True) == ["seed: 42 -> 43",
+                                                                             "train_file: 'a.csv' -> 'b.csv'"]
+    # Another number of processes is refused even with --ignore_checkpoint_mismatch, saying why (issue 17).
+    current = {**recorded, "num_processes": 2, "seed": 43}
+    for ignore in (False, True):
+        with pytest.raises(ValueError) as error:
+            check_run_settings(checkpoint, current, ignore_mismatch=ignore)
+        message = str(error.value)
+        assert "written by 1 process(es) and this run has 2" in message
+        assert "num_processes: 1 -> 2" in message and "seed: 42 -> 43" in message
+        assert "stepped 1 times per optimizer step" in message and "seen twice or skipped" in message
+        assert "--num_processes 1" in message and "does not apply to the number of processes" in message
     # A checkpoint written by accelerator.save_state alone (no settings recorded) is accepted.
     (checkpoint / PROGRESS_FILE).write_text(json.dumps({"completed_steps": 10}))
     assert check_run_settings(checkpoint, current) == []

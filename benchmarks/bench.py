@@ -562,15 +562,17 @@ def main(argv=None):
 
     lock.release()
 
+    import torch
+
     state["machine"] = {
         "cpu": next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                      if line.startswith("model name")), platform.processor()),
         "cores": os.cpu_count(),
+        "bf16_native": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),  # common/hardware.py: the host class
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
     }
     import accelerate
-    import torch
     import transformers
 
     state["machine"]["versions"] = (f"torch {torch.__version__}, transformers {transformers.__version__}, "
@@ -589,7 +591,8 @@ def main(argv=None):
     table = markdown_table(chosen, reference) + "\n\n" + seed_table(chosen)
     peak_line = ", ".join(f"{k}: {v / 1e9:.0f} GFLOP/s" for k, v in raw_peaks.items())
     m = state["machine"]
-    text = (f"Measured {m['date']} on {m['cpu']}, {m['cores']} cores (shared), {m['versions']}.\n"
+    host_class = "bf16 host (native bf16)" if m.get("bf16_native") else "fp32-only host (bf16 emulated)"
+    text = (f"Measured {m['date']} on {m['cpu']}, {m['cores']} cores (shared), {host_class}, {m['versions']}.\n"
             f"Matmul peaks (2048x2048): {peak_line}. N = {num_params['glue']:,} non-embedding parameters "
             f"(MRPC model).\n\n{table}\n")
     (output_dir / "bench.md").write_text(text)

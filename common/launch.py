@@ -14,6 +14,7 @@ from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration, set_seed
 
+from .hardware import check_precision
 from .tracking import parse_report_to
 
 
@@ -51,7 +52,9 @@ def setup_run(accelerator, args, logger):
     """What every script does right after creating its `Accelerator`, on every process:
     `check_process_group` (disconnected copies fail loudly), `check_engine` (an FSDP or DeepSpeed launch that
     accelerate turned into something else fails loudly, before the model is loaded), `check_final_save` (a
-    ZeRO-3 run that could not save a full model fails now, not after training), `setup_logging`, and
+    ZeRO-3 run that could not save a full model fails now, not after training), `setup_logging`,
+    `common.hardware.check_precision` (a warning when the requested precision is emulated: bf16 on a CPU
+    without native bf16 is several times slower than fp32), and
     `set_seed(args.seed)` when `--seed` is given (before the model is built, so its new heads are initialised
     reproducibly).
 
@@ -62,6 +65,7 @@ def setup_run(accelerator, args, logger):
     check_engine(accelerator)
     check_final_save(accelerator)
     setup_logging(accelerator, logger)
+    check_precision(accelerator, logger)
     if args.seed is not None:
         set_seed(args.seed)
 

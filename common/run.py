@@ -59,6 +59,7 @@ from .checkpointing import (
     resume_position,
     save_checkpoint,
 )
+from .hardware import host_info
 from .preemption import exit_preempted, signal_received
 from .saving import push_to_hub, save_model, write_all_results
 from .throughput import count_tokens
@@ -467,7 +468,8 @@ class TrainingRun:
         Returns:
             dict: `eval_*`, `train_steps`, `train_loss` (None without training), `train_samples`,
             `train_runtime` (s), `train_samples_per_second`, `train_tokens_per_second` and
-            `train_padding_fraction` (only when batches have an `attention_mask`).
+            `train_padding_fraction` (only when batches have an `attention_mask`), and `host_*`
+            (`common.hardware.host_info`: device, its name, native bf16 or not, threads).
         """
         if self.progress_bar is not None:
             self.progress_bar.close()
@@ -482,6 +484,7 @@ class TrainingRun:
         if totals["tokens"] + totals["padding"] > 0:
             results["train_tokens_per_second"] = round(totals["tokens"] / runtime, 3)
             results["train_padding_fraction"] = round(totals["padding"] / (totals["padding"] + totals["tokens"]), 4)
+        results.update(host_info(self.accelerator))  # what ran it: device, bf16 native or emulated, threads
         return results
 
     def save(self, model, tokenizer, results):

@@ -139,6 +139,9 @@ def test_speed_switches_learn_and_resume_exactly(tmp_path, tiny_bert, classifica
     for key in a:
         assert torch.equal(a[key], b[key]), key
     assert read_results(resumed)["eval_accuracy"] == results["eval_accuracy"]
+    # all_results.json says what ran it (issue 18): this host's bf16 support, 1 thread per process (conftest.launch).
+    assert results["host_device"] == "cpu" and results["host_torch_threads"] == 1
+    assert results["host_bf16_native"] is bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def test_evaluation_only_gives_identical_metrics_on_1_and_2_processes(tmp_path, trained_run):

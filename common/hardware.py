@@ -1,0 +1,104 @@
+"""What the hardware really does with the requested precision, said before training and recorded with the results.
+
+Machines of one kind are not all the same CPU: on a CPU with native bf16 (AVX512-BF16 or AMX, which oneDNN uses
+for bf16 matrix products) `--mixed_precision bf16` is about 1.5-3x faster than fp32; on an AVX2-only CPU the same
+flag still runs, emulated, and was measured about 5x *slower* than fp32 (issue 18). Nothing in torch or accelerate
+says so. `check_precision` says it in one warning before the first step, and `host_info` goes into
+`all_results.json`, so that two runs' speeds can be compared knowing what ran them.
+"""
+
+import os
+import platform
+
+import torch
+
+
+def cpu_model_name():
+    """The CPU's model name from /proc/cpuinfo (Linux), else `platform.processor()`; "" when unknown."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or ""
+
+
+def native_bf16(device_type):
+    """Whether `device_type` ("cpu" or "cuda") computes bf16 natively (not emulated).
+
+    CPU: `torch.ops.mkldnn._is_mkldnn_bf16_supported()`, oneDNN's own test for AVX512-BF16 / AMX-BF16 (the check
+    torch uses before choosing its bf16 kernels). CUDA: `torch.cuda.is_bf16_supported(including_emulation=False)`
+    (compute capability 8.0 or newer). Other devices: True (not known to emulate it).
+    """
+    if device_type == "cpu":
+        try:
+            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            return False
+    if device_type == "cuda":
+        try:
+            return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        except TypeError:  # older torch without the argument
+            return bool(torch.cuda.is_bf16_supported())
+    return True
+
+
+def precision_warning(mixed_precision, device_type, bf16_is_native):
+    """The warning for a requested precision that the device only emulates, or None when it runs natively.
+
+    Args:
+        mixed_precision: accelerate's mixed precision of the run: "no", "fp16", "bf16" (or "fp8").
+        device_type: the run's device type: "cpu", "cuda", "mps", ...
+        bf16_is_native: `native_bf16(device_type)`.
+
+    Returns:
+        str or None. fp16 on CPU is always reported: CPUs have no fp16 matrix units that torch uses for training,
+        and autocast fp16 on CPU runs fp32 kernels with conversions around them.
+    """
+    if mixed_precision == "bf16" and not bf16_is_native:
+        return (f"--mixed_precision bf16 is EMULATED on this {device_type} (no native bf16). The run is correct "
+                "but can be several times SLOWER than fp32 (measured 5x on an AVX2-only CPU): use --mixed_precision "
+                "no unless you are checking bf16 numerics.")
+    if mixed_precision == "fp16" and device_type == "cpu":
+        return ("--mixed_precision fp16 on CPU: there are no fp16 training kernels on CPUs, so it is emulated and "
+                "usually slower than fp32; use --mixed_precision bf16 on a CPU with native bf16, or no.")
+    return None
+
+
+def check_precision(accelerator, logger):
+    """Logs `precision_warning` for this run (main process, level WARNING) when its precision is emulated.
+
+    Warns rather than refuses: the run is correct, only slower, and someone may want bf16 numerics on any
+    machine. `host_info` records the same fact in `all_results.json`. Returns the warning or None.
+    """
+    device_type = accelerator.device.type
+    warning = precision_warning(accelerator.mixed_precision, device_type, native_bf16(device_type))
+    if warning:
+        logger.warning(warning, main_process_only=True)
+    return warning
+
+
+def host_info(accelerator):
+    """What ran the job, for `all_results.json` (flat keys, as the transformers examples' results):
+
+    Returns:
+        {"host_device": "cpu" / "cuda" / ..., "host_device_name": the CPU model or the GPU's name,
+        "host_bf16_native": bool, "host_torch_threads": `torch.get_num_threads()` of this process,
+        "host_omp_num_threads": the OMP_NUM_THREADS variable or None, "host_cpu_count": `os.cpu_count()`}.
+    """
+    device_type = accelerator.device.type
+    if device_type == "cuda":
+        name = torch.cuda.get_device_name(accelerator.device)
+    else:
+        name = cpu_model_name()
+    return {
+        "host_device": device_type,
+        "host_device_name": name,
+        "host_bf16_native": native_bf16(device_type),
+        "host_torch_threads": torch.get_num_threads(),
+        "host_omp_num_threads": int(os.environ["OMP_NUM_THREADS"]) if os.environ.get("OMP_NUM_THREADS", "").isdigit()
+        else None,
+        "host_cpu_count": os.cpu_count(),
+    }

@@ -1,0 +1,41 @@
+"""common/hardware.py: the warning for an emulated precision (issue 18: bf16 on an AVX2-only CPU ran 5x slower than
+fp32 with nothing to say so) and the host facts written to all_results.json."""
+
+import os
+
+import torch
+from accelerate import Accelerator
+
+from common.hardware import host_info, native_bf16, precision_warning
+
+
+def test_bf16_without_native_support_is_called_emulated_and_slower():
+    warning = precision_warning("bf16", "cpu", bf16_is_native=False)
+    assert "EMULATED" in warning and "SLOWER than fp32" in warning and "--mixed_precision no" in warning
+    assert "EMULATED" in precision_warning("bf16", "cuda", bf16_is_native=False)  # e.g. a V100 / T4
+
+
+def test_native_or_full_precision_gets_no_warning():
+    assert precision_warning("bf16", "cpu", bf16_is_native=True) is None
+    assert precision_warning("bf16", "cuda", bf16_is_native=True) is None
+    assert precision_warning("no", "cpu", bf16_is_native=False) is None
+    assert precision_warning("fp16", "cuda", bf16_is_native=False) is None  # fp16 tensor cores: native
+
+
+def test_fp16_on_cpu_is_reported():
+    assert "fp16 on CPU" in precision_warning("fp16", "cpu", bf16_is_native=True)
+
+
+def test_cpu_bf16_support_is_onednn_s_own_answer():
+    assert native_bf16("cpu") is bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def test_host_info_describes_this_process(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    info = host_info(Accelerator(cpu=True))
+    assert info["host_device"] == "cpu"
+    assert info["host_torch_threads"] == torch.get_num_threads()
+    assert info["host_omp_num_threads"] == 3 and info["host_cpu_count"] == os.cpu_count()
+    assert info["host_bf16_native"] is native_bf16("cpu")
+    with open("/proc/cpuinfo") as f:
+        assert info["host_device_name"] and info["host_device_name"] in f.read()

@@ -372,8 +372,9 @@ def to_rgb(image):
 
 def mask_values(mask, name, threshold, reduce_labels, ignore_index):
     """The class value of every pixel of a mask: its stored value (palette index for `P`, grey level for `L` and
-    `1`, the number for 16/32-bit `I`), then `threshold` (value > threshold -> 1, else 0), then `reduce_labels`
-    (0 -> `ignore_index`, v -> v - 1); a stored `ignore_index` stays `ignore_index`.
+    `1`, the number for 16/32-bit `I`), then `threshold` (value > threshold -> 1, else 0: every pixel gets a class,
+    white 255 included), then `reduce_labels` (0 -> `ignore_index`, v -> v - 1); without `threshold` a stored
+    `ignore_index` stays `ignore_index` (as in transformers' `reduce_label`: 255 stays 255).
 
     Args:
         mask: a PIL image; RGB(A) only when its colour channels are equal (a grey mask saved as colour).
@@ -399,9 +400,9 @@ def mask_values(mask, name, threshold, reduce_labels, ignore_index):
         raise ValueError(f"{name}: a mask of mode {mode}; expected one integer class value per pixel (L, P, I;16).")
     else:
         values = np.asarray(mask).astype(np.int64)
-    stored_ignore = values == ignore_index
-    if threshold is not None:
+    if threshold is not None:  # every pixel gets a class: a stored value equal to ignore_index (white) included
         values = (values > threshold).astype(np.int64)
+    stored_ignore = values == ignore_index
     if reduce_labels:
         values = np.where(values == 0, ignore_index, values - 1)
     return np.where(stored_ignore, ignore_index, values)

@@ -26,6 +26,8 @@ Sections (a few minutes each):
             questions: as many sequences as the other sections, 4 choices each)
   mlm       run_mlm: plain against bf16 + fused AdamW + fast dropout, MiniLM-L6 on Pride and Prejudice in blocks of
             128 tokens (--max_train_samples / 4 blocks; --group_by_length needs --line_by_line, not used here)
+  seg       run_semantic_segmentation: plain against bf16 + fused AdamW + fast dropout, a small SegFormer from
+            scratch on Weizmann horses at 64 px (--max_train_samples / 10 pairs, 20 validation pairs)
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
   seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
@@ -60,7 +62,7 @@ from flops import matmul_peak_flops, model_flops_utilization, non_embedding_para
 
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
-ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "full", "seeds"]
+ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "full", "seeds"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -184,6 +186,29 @@ def mlm_configs(samples, output_dir):
     ]
 
 
+def seg_args(max_train_samples, extra=()):
+    """run_semantic_segmentation on the Weizmann horses (photos resized to their JPEG masks, threshold 127): a
+    4-stage SegFormer (16-128 wide, one block per stage) from scratch at 64 x 64, 1 epoch of `max_train_samples`
+    pairs, 20 of the 40 held-out pairs scored."""
+    args = ["--train_dir", SHARED / "weizmann_horse", "--image_subdir", "rgb", "--mask_subdir", "figure_ground",
+            "--resize_image_to_mask", "--mask_threshold", "127", "--train_val_split", "0.2", "--id2label",
+            '{"0": "background", "1": "horse"}', "--model_type", "segformer", "--image_size", "64",
+            "--config_overrides", "depths=[1,1,1,1],hidden_sizes=[16,32,64,128],decoder_hidden_size=64",
+            "--per_device_train_batch_size", "8", "--learning_rate", "2e-3", "--num_train_epochs", "1", "--seed", "42",
+            "--max_train_samples", str(max_train_samples), "--max_eval_samples", "20", "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def seg_configs(samples):
+    """run_semantic_segmentation: plain against the switches that apply to images (no padding to group)."""
+    best = BF16 + FUSED + FAST_DROPOUT
+    return [
+        ("seg_plain", "seg", "examples/run_semantic_segmentation.py", 1, 2, None, seg_args(samples), "fp32"),
+        ("seg_all", "seg", "examples/run_semantic_segmentation.py", 1, 2, None, seg_args(samples, best),
+         "bf16 + fused + fast dropout"),
+    ]
+
+
 def launch_command(script, processes, threads, dynamo=None):
     """`accelerate launch` for `processes` CPU processes of `threads` threads each."""
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_cpu_threads_per_process", str(threads)]
@@ -259,7 +284,7 @@ def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks,
         row["failed"] = True
         return row
     samples_s = results["train_samples_per_second"]
-    tokens_s = results["train_tokens_per_second"]
+    tokens_s = results.get("train_tokens_per_second", 0.0)  # image scripts count no tokens
     padding = results.get("train_padding_fraction", 0.0)
     flops_s = 6.0 * num_params * tokens_s
     peak = peaks[precision]
@@ -275,6 +300,7 @@ def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks,
         "eval_accuracy": results.get("eval_accuracy"),
         "eval_f1": results.get("eval_f1"),
         "eval_perplexity": results.get("eval_perplexity"),  # run_mlm
+        "eval_mean_iou": results.get("eval_mean_iou"),  # run_semantic_segmentation
     })
     return row
 
@@ -439,6 +465,8 @@ def markdown_table(chosen, reference):
         ratio = row["samples_per_s"] / ref if ref else None
         metric = row.get("eval_accuracy")
         metric = fmt(metric, ".3f") if metric is not None else f"({fmt(row.get('eval_f1'), '.3f')})"
+        if row.get("eval_mean_iou") is not None:
+            metric = f"mIoU {row['eval_mean_iou']:.3f}"
         notes = row["notes"] + (f"; {row['recompiles']} recompilations" if row["recompiles"] else "")
         if not quiet:
             notes += "; no quiet run"
@@ -522,6 +550,8 @@ def main(argv=None):
             configs = mc_configs(max(args.max_train_samples // 4, 1), output_dir)
         elif section == "mlm":  # blocks of 128 tokens: a quarter as many as the short MRPC pairs
             configs = mlm_configs(max(args.max_train_samples // 4, 1), output_dir)
+        elif section == "seg":  # photos: a tenth as many pairs (80 of the 160 training horses by default)
+            configs = seg_configs(max(args.max_train_samples // 10, 1))
         else:
             configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
                 section, args.max_train_samples, seeds)
@@ -583,7 +613,7 @@ def main(argv=None):
     reference = {}
     for row, _, _ in chosen:
         base = {"plain": "switches", "full_plain": "full", "ner_plain": "ner", "mc_plain": "mc",
-                "mlm_plain": "mlm"}.get(row["name"])
+                "mlm_plain": "mlm", "seg_plain": "seg"}.get(row["name"])
         if base and not row.get("failed"):
             reference[base] = row["samples_per_s"]
     if "full" in reference:

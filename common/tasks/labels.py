@@ -11,7 +11,9 @@ traceback. `empty_label_rows` finds the rows a label set cannot be decided from.
 import math
 
 # Model classes whose checkpoints hold a trained classification head (`config.architectures` names them).
-CLASSIFICATION_HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForImageClassification")
+CLASSIFICATION_HEADS = (
+    "ForSequenceClassification", "ForTokenClassification", "ForImageClassification", "ForSemanticSegmentation"
+)
 
 
 def default_label2id(num_labels):
@@ -81,9 +83,9 @@ def check_head_size(config, checkpoint_num_labels, num_labels, model_name_or_pat
     """Stops a run whose label set does not fit the classification head the checkpoint was trained with.
 
     A checkpoint has a trained head when its `config.architectures` names a `*ForSequenceClassification`,
-    `*ForTokenClassification` or `*ForImageClassification` class (a base model, e.g. `BertModel`, has none and
-    gets a new head of any size). transformers would otherwise fail inside `from_pretrained` with a
-    size-mismatch traceback.
+    `*ForTokenClassification`, `*ForImageClassification` or `*ForSemanticSegmentation` class (a base model, e.g.
+    `BertModel`, has none and gets a new head of any size). transformers would otherwise fail inside
+    `from_pretrained` with a size-mismatch traceback.
 
     Args:
         config: the checkpoint's `PretrainedConfig` (its `architectures` are read).

@@ -64,9 +64,17 @@ def mlm_eval(files, model, out):
             "--max_seq_length", 32, "--per_device_eval_batch_size", 8], None
 
 
+def semantic_segmentation_eval(files, model, out):
+    # The classes come from the validation masks (0, 1, 2), as the trained model named them; 21 masks of sizes
+    # 24-48 px, each scored at its own size.
+    return ["--model_name_or_path", model, "--validation_dir", files["validation"],
+            "--per_device_eval_batch_size", 4], 21
+
+
 EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "translation": translation_eval,
              "summarization": summarization_eval, "image_classification": image_classification_eval,
-             "multiple_choice": multiple_choice_eval, "mlm": mlm_eval}
+             "multiple_choice": multiple_choice_eval, "mlm": mlm_eval,
+             "semantic_segmentation": semantic_segmentation_eval}
 # Files of predictions that must be identical (same lines, same order) on 1 and 2 processes.
 PREDICTION_FILES = {"qa": "predictions.json", "translation": "generated_predictions.txt",
                     "summarization": "generated_predictions.txt"}

@@ -35,6 +35,7 @@ import test_run_mlm
 import test_run_multiple_choice
 import test_run_ner
 import test_run_qa
+import test_run_semantic_segmentation
 import test_run_summarization
 import test_run_translation
 import torch
@@ -222,9 +223,25 @@ def mlm_setup(directory):
     return "run_mlm.py", command, 5, corpus
 
 
+def semantic_segmentation_setup(directory):
+    seg = test_run_semantic_segmentation
+    data = {"train": seg.write_pairs(directory / "train", 48, seed=0),
+            "validation": seg.write_pairs(directory / "validation", 21, seed=1)}
+
+    def command(out):
+        # A tiny SegFormer from scratch (drop path and classifier dropout: the RNG state must be restored too) with
+        # joint crop-and-flip augmentation: 48 pairs, 8 per batch, 6 steps per epoch, 4 epochs.
+        return ["--train_dir", data["train"], "--validation_dir", data["validation"], *seg.TINY_SEGFORMER,
+                *seg.COMMON, "--num_train_epochs", "4", "--checkpointing_steps", "4", "--resume_from_checkpoint",
+                "latest", "--output_dir", out]
+
+    return "run_semantic_segmentation.py", command, 4, data
+
+
 SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": translation_setup,
           "summarization": summarization_setup, "image_classification": image_classification_setup,
-          "multiple_choice": multiple_choice_setup, "mlm": mlm_setup}
+          "multiple_choice": multiple_choice_setup, "mlm": mlm_setup,
+          "semantic_segmentation": semantic_segmentation_setup}
 CHEAP = ("ner", "clm")  # SIGKILL for these two runs in `make test`
 
 

@@ -1,0 +1,167 @@
+"""Unit tests of run_semantic_segmentation.py's data rules and evaluation: pairing by stem, mask values
+(--mask_threshold, --reduce_labels, --ignore_index), --id2label, the class map, the collator's padding, the joint
+augmentation, and `evaluate`'s scores on masks of different sizes (hand-computed values)."""
+
+import argparse
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import run_semantic_segmentation as seg
+
+
+def touch_image(path, size=(4, 3), mode="L", value=0):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new(mode, size, value).save(path)
+    return path
+
+
+def test_pairs_are_matched_by_stem_whatever_the_extensions(tmp_path):
+    for stem in ("b", "a", "c"):
+        touch_image(tmp_path / "images" / f"{stem}.jpg", mode="RGB")
+        touch_image(tmp_path / "masks" / f"{stem}.png")
+    (tmp_path / "images" / "notes.txt").write_text("not an image")  # ignored
+    pairs = seg.pair_by_stem(tmp_path, "images", "masks", "--train_dir x")
+    assert [(stem, p.split("/")[-1], m.split("/")[-1]) for stem, p, m in pairs] == [
+        ("a", "a.jpg", "a.png"), ("b", "b.jpg", "b.png"), ("c", "c.jpg", "c.png")]
+
+
+def test_unpaired_files_are_listed(tmp_path):
+    for i in range(12):
+        touch_image(tmp_path / "images" / f"{i:02d}.png", mode="RGB")
+    touch_image(tmp_path / "masks" / "00.png")
+    with pytest.raises(ValueError, match=r"--train_dir x: 11 photo\(s\) without a mask of the same stem in .*masks: "
+                                         r"01\.png, 02\.png, .*, 10\.png and 1 more\."):
+        seg.pair_by_stem(tmp_path, "images", "masks", "--train_dir x")
+
+
+def test_threshold_gives_every_pixel_a_class_white_included():
+    """JPEG black/white masks: > 127 is class 1. Pure white (255 = --ignore_index) is class 1 too, not ignored
+    (a first version ignored it, and the horses' masks lost most of their horse pixels)."""
+    mask = Image.fromarray(np.array([[0, 3, 127], [128, 200, 255]], dtype=np.uint8))
+    values = seg.mask_values(mask, "m.jpg", threshold=127, reduce_labels=False, ignore_index=255)
+    assert values.tolist() == [[0, 0, 0], [1, 1, 1]]
+
+
+def test_reduce_labels_and_ignore_index():
+    """ADE20k: 0 -> ignore, v -> v - 1, a stored 255 stays ignored (transformers' reduce_label)."""
+    mask = Image.fromarray(np.array([[0, 1, 2], [150, 255, 0]], dtype=np.uint8))
+    values = seg.mask_values(mask, "m.png", threshold=None, reduce_labels=True, ignore_index=255)
+    assert values.tolist() == [[255, 0, 1], [149, 255, 255]]
+    plain = seg.mask_values(mask, "m.png", threshold=None, reduce_labels=False, ignore_index=255)
+    assert plain.tolist() == [[0, 1, 2], [150, 255, 0]]
+    other = seg.mask_values(mask, "m.png", threshold=None, reduce_labels=True, ignore_index=-100)
+    assert other.tolist() == [[-100, 0, 1], [149, 254, -100]]
+
+
+def test_mask_modes():
+    palette = Image.fromarray(np.array([[0, 2]], dtype=np.uint8)).convert("P")
+    assert seg.mask_values(palette, "p.png", None, False, 255).tolist() == [[0, 2]]
+    sixteen = Image.fromarray(np.array([[0, 300]], dtype=np.uint16))
+    assert seg.mask_values(sixteen, "i.png", None, False, 255).tolist() == [[0, 300]]
+    grey_as_rgb = Image.fromarray(np.array([[[1, 1, 1], [0, 0, 0]]], dtype=np.uint8))
+    assert seg.mask_values(grey_as_rgb, "g.png", None, False, 255).tolist() == [[1, 0]]
+    colour = Image.fromarray(np.array([[[1, 2, 3]]], dtype=np.uint8))
+    with pytest.raises(ValueError, match=r"c\.png: a colour mask \(mode RGB\)"):
+        seg.mask_values(colour, "c.png", None, False, 255)
+
+
+def test_id2label_values_and_class_map(tmp_path):
+    path = tmp_path / "id2label.json"
+    path.write_text('{"255": "edge", "0": "background", "128": "horse"}')
+    with pytest.raises(ValueError, match="value 255 names a class but is --ignore_index"):
+        seg.parse_id2label(str(path), 255)
+    value_names = seg.parse_id2label(str(path), -1)
+    assert value_names == {0: "background", 128: "horse", 255: "edge"}
+    # Values that are not 0..K-1 are numbered in sorted order (as the script does through align_labels).
+    class_map = seg.ClassMap({value: i for i, value in enumerate(value_names)}, ignore_index=-1)
+    ids = class_map(np.array([[0, 128], [255, -1]]), "m.png")
+    assert ids.tolist() == [[0, 1], [2, -1]]
+    with pytest.raises(ValueError, match=r"m\.png: mask value\(s\) \[7, 300\] have no class \(classes: values "
+                                         r"\[0, 128, 255\]; not scored: -1\)"):
+        class_map(np.array([[7, 0, 300]]), "m.png")
+
+
+def test_collator_pads_validation_masks_with_ignore_index():
+    examples = [{"pixel_values": torch.zeros(3, 4, 4), "labels": torch.ones(2, 3, dtype=torch.long)},
+                {"pixel_values": torch.ones(3, 4, 4), "labels": torch.zeros(3, 1, dtype=torch.long)}]
+    batch = seg.Collator(ignore_index=255)(examples)
+    assert batch["pixel_values"].shape == (2, 3, 4, 4)
+    assert batch["label_sizes"].tolist() == [[2, 3], [3, 1]]
+    assert batch["labels"].tolist() == [[[1, 1, 1], [1, 1, 1], [255, 255, 255]],
+                                        [[0, 255, 255], [0, 255, 255], [0, 255, 255]]]
+    same = seg.Collator(255)([examples[0], examples[0]])
+    assert same["labels"].shape == (2, 2, 3) and "label_sizes" not in same
+
+
+def test_train_transform_moves_mask_with_the_photo(tmp_path):
+    """The crop and flip of photo and mask are one: a photo whose red channel encodes the mask's classes still
+    does after augmentation (nearest neighbour keeps mask values), and the draws repeat for (seed, epoch, index)."""
+    rng = np.random.default_rng(0)
+    classes = np.kron((rng.random((5, 7)) > 0.5), np.ones((8, 8))).astype(np.uint8)  # 8x8-pixel blocks
+    classes[:, :28] = 0  # left half background: a flip must show in both
+    photo = np.zeros((40, 56, 3), dtype=np.uint8)
+    photo[..., 0] = classes * 255
+    Image.fromarray(photo).save(tmp_path / "p.png")
+    Image.fromarray(classes).save(tmp_path / "m.png")
+    args = argparse.Namespace(resize_image_to_mask=False, mask_threshold=None, reduce_labels=False,
+                              ignore_index=255, random_resized_crop_scale=(0.3, 1.0), horizontal_flip=True)
+    processor = seg.SegformerImageProcessorPil(size={"height": 16, "width": 16}, do_normalize=False)
+    transform = seg.TrainTransform(args, processor, (16, 16), seg.ClassMap({0: 0, 1: 1}, 255), seed=3)
+    batch = {"image": [str(tmp_path / "p.png")] * 6, "annotation": [str(tmp_path / "m.png")] * 6,
+             "example_index": list(range(6))}
+    out = transform(batch)
+    for pixels, labels in zip(out["pixel_values"], out["labels"]):
+        assert set(labels.unique().tolist()) <= {0, 1}
+        # Bilinear photo vs nearest mask: they agree wherever the red channel is clearly 0 or 1.
+        red = pixels[0]
+        clear = (red < 0.05) | (red > 0.95)
+        assert clear.float().mean() > 0.3
+        assert torch.equal((red[clear] > 0.5).long(), labels[clear])
+    again = transform(batch)
+    assert all(torch.equal(a, b) for a, b in zip(out["labels"], again["labels"]))
+    transform.epoch = 1
+    assert not all(torch.equal(a, b) for a, b in zip(out["labels"], transform(batch)["labels"]))
+
+
+class FixedLogits(torch.nn.Module):
+    """A model whose logits (2 classes, 2x2) say class 1 in the top-left quarter and class 0 elsewhere."""
+
+    def forward(self, pixel_values):
+        logits = torch.zeros(len(pixel_values), 2, 2, 2)
+        logits[:, 1, 0, 0] = 10.0
+        return type("Output", (), {"logits": logits})()
+
+
+def test_evaluate_scores_each_mask_at_its_own_size():
+    """Two masks of different sizes in one batch (padded by the collator): the 2x2 logits are upsampled (bilinear,
+    align_corners=False) to each mask's size and the padding is never scored. Hand-computed: the class-1 logit 10 at
+    source (0, 0) has weights (1, 0.75, 0.25, 0) along a side of 4 and (1, 1, 2/3, 1/3, 0, 0) along a side of 6
+    (1, 0 along a side of 2); class 1 wins where its weight is > 0 (ties go to class 0). Mask A (4x4, class 1 in
+    its top-left 2x2): predicted class 1 on the top-left 3x3. Mask B (2x6, all background): class 1 on row 0,
+    columns 0-3. Confusion: bg->bg 7 + 8 = 15, bg->1 5 + 4 = 9, 1->1 4, 1->bg 0. IoU(bg) = 15/24, IoU(1) =
+    4/13, accuracy(bg) = 15/24, accuracy(1) = 1, pixel accuracy 19/28."""
+    from accelerate import Accelerator
+
+    a = torch.zeros(4, 4, dtype=torch.long)
+    a[:2, :2] = 1
+    b = torch.zeros(2, 6, dtype=torch.long)
+    batch = seg.Collator(255)([{"pixel_values": torch.zeros(3, 8, 8), "labels": a},
+                               {"pixel_values": torch.zeros(3, 8, 8), "labels": b}])
+    assert batch["labels"].shape == (2, 4, 6)  # padded with 255
+    accelerator = Accelerator(cpu=True)
+    scores = seg.evaluate(FixedLogits(), [batch], accelerator, {0: "background", 1: "thing"}, 255)
+    assert scores["samples"] == 2
+    assert scores["iou_background"] == pytest.approx(15 / 24)
+    assert scores["iou_thing"] == pytest.approx(4 / 13)
+    assert scores["mean_iou"] == pytest.approx((15 / 24 + 4 / 13) / 2)
+    assert scores["overall_accuracy"] == pytest.approx(19 / 28)
+    assert scores["accuracy_thing"] == 1.0 and scores["accuracy_background"] == pytest.approx(15 / 24)
+    assert scores["mean_accuracy"] == pytest.approx((15 / 24 + 1) / 2)
+
+
+def test_metric_key():
+    assert seg.metric_key("building, edifice") == "building_edifice"
+    assert seg.metric_key("***") == "class"

@@ -127,6 +127,7 @@ def test_saved_model_and_processor_load_and_predict(two_process_run):
     assert (output_dir / "step_24").is_dir() and (output_dir / "eval_history.jsonl").is_file()
 
 
+@pytest.mark.slow  # another 2-process run (a minute or more); make test keeps learning on 1 and 2 processes
 def test_resume_mid_training_gives_the_same_weights(two_process_run, tmp_path):
     """Resuming from step_16 (epoch 5, after its first of 3 batches) on 2 processes ends with the uninterrupted
     run's weights."""
@@ -157,6 +158,7 @@ def test_evaluation_only_on_one_process_matches_two(two_process_run, seg_data, t
     assert not (tmp_path / "eval" / "model.safetensors").exists()
 
 
+@pytest.mark.slow  # a minute of training; the layout, threshold and resize are unit-tested in the fast set
 def test_horse_layout_jpeg_masks_threshold_and_resize_one_process(tmp_path):
     """rgb/ + figure_ground/ folders, photos twice the masks' size (--resize_image_to_mask), black/white JPEG masks
     (--mask_threshold 127), 40 pairs held out 25 % (--train_val_split): 10 validation pairs, learnt."""

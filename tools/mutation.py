@@ -60,17 +60,21 @@ TARGETS = [
     ("common/tasks/squad.py",
      ("normalize_answer", "exact_match_v1", "f1_v1", "exact_match_v2", "f1_v2", "squad_v1_metrics",
       "find_best_thresh", "squad_v2_metrics", "compute_squad_metrics"),
-     ["tests/unit/test_qa.py", "tests/unit/test_squad_f1_multiset.py"]),
+     ["tests/unit/test_qa.py", "tests/unit/test_squad_f1_multiset.py", "tests/unit/test_squad_metrics_edges.py"]),
+    # run_translation's and run_summarization's one-call wrappers around the sacrebleu and rouge modules (their
+    # length checks; the BLEU/chrF and ROUGE definitions are in the modules, below) and the lead-3 sentence split
     ("examples/run_translation.py", ("compute_metrics",), ["tests/unit/test_translation.py"]),
     ("examples/run_summarization.py", ("split_sentences", "compute_rouge"), ["tests/unit/test_metric_definitions.py"]),
     ("examples/run_clm.py", ("token_losses",), ["tests/unit/test_clm.py"]),
     # the evaluate metric modules (common/metrics/<name>/<name>.py), when they exist; `_info` is metadata, and
     # overridden `add_batch`/`add` cannot be mutated (evaluate appends to their docstrings, which mutmut's
     # trampolines do not carry)
-    # (run_glue's, run_ner's, run_clm's and run_image_classification's metrics: the glue, seqeval, perplexity and
-    # accuracy modules; glue's label-set rule is tested in test_label_set.py.)
+    # (every script's metric: glue (run_glue), seqeval (run_ner), perplexity (run_clm, run_mlm), accuracy
+    # (run_image_classification, run_multiple_choice), squad / squad_v2 (run_qa), sacrebleu (run_translation),
+    # rouge (run_summarization); glue's label-set rule is tested in test_label_set.py, BLEU's hand-computed values
+    # through run_translation.compute_metrics in test_translation.py.)
     ("common/metrics/*/*.py", ("!*._info", "!*.add_batch", "!*.add"),
-     ["tests/unit/test_metric*.py", "tests/unit/test_label_set.py"]),
+     ["tests/unit/test_metric*.py", "tests/unit/test_label_set.py", "tests/unit/test_translation.py"]),
 ]
 
 # Tests and the modules they import run under these settings: one thread (others share the cores), CPU only

@@ -151,3 +151,11 @@ def test_mask_is_drawn_on_the_input_device():
     torch.manual_seed(0)
     out = fast_dropout(x, 0.3)
     assert out.device == x.device and 0.25 < (out == 0).float().mean().item() < 0.35
+
+
+def test_mask_is_drawn_on_the_input_device_checked_without_a_gpu():
+    # The random bits are drawn on input.device (else, on an accelerator, `input * mask` mixes devices). A
+    # "meta" tensor stands for a non-CPU device here: a mask drawn on the CPU fails with "Tensor on device cpu
+    # is not on the expected device meta!" (found by `make mutation`: randint without device=input.device).
+    output = fast_dropout(torch.ones(2, 5, device="meta"), p=0.5)
+    assert output.device.type == "meta" and output.shape == (2, 5)

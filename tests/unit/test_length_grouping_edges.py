@@ -119,11 +119,15 @@ def _build_sampler_without_seed(result_dir):
 
 
 def test_two_processes_without_seed_group_the_same_batches(tmp_path):
-    # Premise: the two processes' own draws differ, so only the broadcast from process 0 makes them agree.
+    # Premise: the two processes' own draws (what each would use alone) differ, so only the broadcast from
+    # process 0 makes them agree. (Calling build_train_sampler here also tells `make mutation` that this test
+    # runs it: calls in the launched processes are not seen.)
+    data = datasets.Dataset.from_dict({"input_ids": [[1] * n for n in (3, 1, 2, 5)]})
+    args = Namespace(group_by_length=True, per_device_train_batch_size=2, seed=None)
     own = []
     for rank in (0, 1):
         torch.manual_seed(100 + rank)
-        own.append(int(torch.randint(0, 2**31 - 1, ()).item()))
+        own.append(build_train_sampler(args, data, Namespace(num_processes=1)).seed)
     assert own[0] != own[1]
     debug_launcher(_build_sampler_without_seed, args=(tmp_path,), num_processes=2)
     results = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in (0, 1)]

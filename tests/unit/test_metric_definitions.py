@@ -146,6 +146,17 @@ def test_rouge_refuses_unequal_or_empty_lists():
         run_summarization.compute_rouge([], [])
 
 
+def test_rouge_is_computed_in_memory_without_cache_files(tmp_path, monkeypatch):
+    # keep_in_memory=True: evaluate keeps the rows in memory, so nothing (not even a lock file) is written to
+    # its cache folder, which concurrent runs share; with keep_in_memory=False it leaves
+    # rouge/default/default_experiment-1-0.arrow.lock there.
+    import evaluate.config
+
+    monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", str(tmp_path))
+    assert run_summarization.compute_rouge(["the cat sat"], ["the cat sat"])["rouge1"] == pytest.approx(100.0)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
 # ------------------------------------------------------------------------------------------------ images
 def test_image_classification_accuracy():
     # run_image_classification's evaluate: the accuracy module on class ids; 3 of 4 correct.

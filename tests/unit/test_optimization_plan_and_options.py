@@ -39,8 +39,8 @@ def test_plan_training_steps_hand_computed(processes, split, ga, epochs, max_ste
 
 def test_plan_without_training_data_is_evaluation_only():
     # No DataLoader (e.g. --max_train_steps 0 to evaluate): 0 batches; the arithmetic uses 1 batch so that
-    # nothing divides by zero: 1 step per epoch, and --max_train_steps 0 steps in 0 epochs.
-    plan = plan_training_steps(flags(2, 3, 0), None, stand_in_accelerator(2))
+    # nothing divides by zero: 1 step per epoch (GA 1), and --max_train_steps 0 steps in 0 epochs.
+    plan = plan_training_steps(flags(1, 3, 0), None, stand_in_accelerator(2))
     assert plan == StepPlan(num_batches=0, num_update_steps_per_epoch=1, max_train_steps=0, num_train_epochs=0)
 
 

@@ -387,6 +387,16 @@ def test_bleu_and_chrf_hand_computed():
         run_translation.compute_metrics(["a", "b"], ["a"])
 
 
+def test_bleu_is_computed_in_memory_without_cache_files(tmp_path, monkeypatch):
+    # keep_in_memory=True: nothing (not even a lock file) is written to evaluate's cache folder, which
+    # concurrent runs share; keep_in_memory=False leaves sacrebleu/default/default_experiment-1-0.arrow.lock.
+    import evaluate.config
+
+    monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", str(tmp_path))
+    assert run_translation.compute_metrics(["a b c d"], ["a b c d"])["bleu"] == pytest.approx(100.0)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
 def test_generated_lengths_stop_at_the_first_eos():
     # Rows start with the decoder start token (0); eos = 1, pad = 0. Beam search may fill with eos or pad.
     generated = torch.tensor([[0, 5, 6, 1, 1, 1], [0, 7, 1, 0, 0, 0], [0, 5, 6, 7, 8, 9]])

@@ -153,7 +153,7 @@ def test_folder_without_xml_files(dataset, finished_run, tmp_path, capsys):
 def test_coco_files_with_other_categories(dataset, finished_run, tmp_path, capsys):
     path = coco_copy(dataset, tmp_path, lambda data: data["categories"].append({"id": 9, "name": "green"}))
     assert_rejected(SCRIPT_MAIN, base(dataset / "annotations.json", path, finished_run),
-                    r"--validation_file .*coco/annotations\.json: its categories \[\(3, 'red'\), \(7, 'blue'\), "
+                    r"--validation_file .*coco/annotations\.json: its categories \[\(3, 'blue'\), \(7, 'red'\), "
                     r"\(9, 'green'\)\] differ from those of --train_file", finished_run, capsys)
 
 

@@ -20,7 +20,9 @@ from conftest import SHARED_DATA, launch, read_results
 
 SCRIPT = "run_object_detection.py"
 COLOURS = {"red": (220, 40, 40), "blue": (40, 60, 220)}
-CATEGORY_IDS = {"red": 3, "blue": 7}  # COCO ids need not be 0..K-1
+# COCO ids need not be 0..K-1; in id order as in name order, so that a VOC copy (classes numbered by name) gives the
+# model the same label ids.
+CATEGORY_IDS = {"blue": 3, "red": 7}
 TINY_DETR = [
     "--model_type", "detr", "--image_size", "64", "--config_overrides",
     "d_model=32,encoder_layers=1,decoder_layers=1,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_attention_heads=2,"
@@ -48,8 +50,8 @@ def make_scene(rng, with_objects=True):
 
 
 def write_detection_set(root, n, seed, negatives=2, fmt="coco"):
-    """Writes n images to root/images and their annotations: root/annotations.json (COCO, categories red=3,
-    blue=7) or root/voc/<stem>.xml (VOC, 1-based inclusive corners). Image i = 1 is greyscale (L), i = 2 a
+    """Writes n images to root/images and their annotations: root/annotations.json (COCO, categories blue=3,
+    red=7) or root/voc/<stem>.xml (VOC, 1-based inclusive corners). Image i = negatives is greyscale (L), the next a
     palette PNG. Returns the annotation path."""
     rng = random.Random(seed)
     root = Path(root)
@@ -143,7 +145,7 @@ def test_saved_model_and_processor_load_and_detect(two_process_run):
 
     out = two_process_run["output_dir"]
     model = AutoModelForObjectDetection.from_pretrained(out)
-    assert model.config.label2id == {"red": 0, "blue": 1} and model.config.backbone_config.model_type == "resnet"
+    assert model.config.label2id == {"blue": 0, "red": 1} and model.config.backbone_config.model_type == "resnet"
     processor = AutoImageProcessor.from_pretrained(out, backend="pil")
     image = Image.new("RGB", (90, 45), (20, 20, 20))
     inputs = processor(images=[image], return_tensors="pt")

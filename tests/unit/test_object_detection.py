@@ -33,7 +33,7 @@ def test_coco_and_voc_readers_give_the_same_boxes(both_formats):
     root, coco, voc = both_formats
     coco_records, coco_categories = det.read_coco_json(coco)
     voc_records, voc_categories = det.read_voc_folder(voc, root / "images")
-    assert coco_categories == [(3, "red"), (7, "blue")]
+    assert coco_categories == [(3, "blue"), (7, "red")]
     assert voc_categories == [(1, "blue"), (2, "red")]  # VOC: numbered 1..K in name order
     assert len(coco_records) == len(voc_records) == 12
     coco_names, voc_names = dict((i, n) for i, n in coco_categories), dict((i, n) for i, n in voc_categories)
@@ -159,7 +159,7 @@ def test_perfect_predictions_score_one_in_original_pixels(both_formats):
     det.check_records(records, "src")
     processor = det.build_image_processor(SimpleNamespace(image_processor_name=None, model_name_or_path=None,
                                                           image_size=64), SimpleNamespace(model_type="detr"))
-    category_to_label = {3: 0, 7: 1}
+    category_to_label = {3: 0, 7: 1}  # blue, red
     train = det.TrainTransform(processor, None, category_to_label, seed=0)
     evaluate = det.EvalTransform(processor)
     batch = det.collate_fn([evaluate(r, i) for i, r in enumerate(records)])

@@ -28,6 +28,8 @@ Sections (a few minutes each):
             128 tokens (--max_train_samples / 4 blocks; --group_by_length needs --line_by_line, not used here)
   seg       run_semantic_segmentation: plain against bf16 + fused AdamW + fast dropout, a small SegFormer from
             scratch on Weizmann horses at 64 px (--max_train_samples / 10 pairs, 20 validation pairs)
+  det       run_object_detection: plain against bf16 + fused AdamW + fast dropout, a small Conditional DETR from a
+            config on the raccoon photos (voc_to_coco.py split, 256 x 256 inputs, 24 optimizer steps of 8 images)
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
   seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
@@ -62,7 +64,7 @@ from flops import matmul_peak_flops, model_flops_utilization, non_embedding_para
 
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
-ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "full", "seeds"]
+ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "det", "full", "seeds"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -209,6 +211,38 @@ def seg_configs(samples):
     ]
 
 
+# The raccoon model of docs/run_object_detection.md: a Conditional DETR with a 4-stage ResNet built from its config.
+DETECTION_MODEL = ["--model_type", "conditional_detr", "--image_size", "256", "--config_overrides",
+                   "d_model=128,encoder_layers=2,decoder_layers=2,encoder_ffn_dim=256,decoder_ffn_dim=256,"
+                   "encoder_attention_heads=4,decoder_attention_heads=4,num_queries=10,"
+                   "backbone_config.embedding_size=32,backbone_config.hidden_sizes=[32,64,128,256],"
+                   "backbone_config.depths=[1,1,1,1],backbone_config.layer_type=basic"]
+
+
+def det_args(output_dir, extra=()):
+    """run_object_detection on the raccoon photos (VOC XML converted with the upstream split by
+    examples/voc_to_coco.py into `output_dir`/raccoon), 24 optimizer steps of 8 images, scored on the 34 test
+    images."""
+    raccoon, split = SHARED / "raccoon", Path(output_dir) / "raccoon"
+    for name, listing in (("train", "train_labels.csv"), ("test", "test_labels.csv")):
+        if not (split / f"{name}.json").exists():
+            subprocess.run([sys.executable, str(REPO / "examples" / "voc_to_coco.py"), str(raccoon / "annotations"),
+                            str(split / f"{name}.json"), "--only_listed", str(raccoon / listing)], check=True)
+    args = ["--train_file", split / "train.json", "--validation_file", split / "test.json", "--image_dir",
+            raccoon / "images", *DETECTION_MODEL, "--per_device_train_batch_size", "8", "--per_device_eval_batch_size",
+            "8", "--learning_rate", "5e-4", "--max_train_steps", "24", "--seed", "42", "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def det_configs(output_dir):
+    """run_object_detection: plain against the switches that apply to images (no padding flags)."""
+    return [
+        ("det_plain", "det", "examples/run_object_detection.py", 1, 2, None, det_args(output_dir), "fp32"),
+        ("det_all", "det", "examples/run_object_detection.py", 1, 2, None,
+         det_args(output_dir, BF16 + FUSED + FAST_DROPOUT), "bf16 + fused + fast dropout"),
+    ]
+
+
 def launch_command(script, processes, threads, dynamo=None):
     """`accelerate launch` for `processes` CPU processes of `threads` threads each."""
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_cpu_threads_per_process", str(threads)]
@@ -301,6 +335,7 @@ def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks,
         "eval_f1": results.get("eval_f1"),
         "eval_perplexity": results.get("eval_perplexity"),  # run_mlm
         "eval_mean_iou": results.get("eval_mean_iou"),  # run_semantic_segmentation
+        "eval_map_50": results.get("eval_map_50"),  # run_object_detection
     })
     return row
 
@@ -467,6 +502,8 @@ def markdown_table(chosen, reference):
         metric = fmt(metric, ".3f") if metric is not None else f"({fmt(row.get('eval_f1'), '.3f')})"
         if row.get("eval_mean_iou") is not None:
             metric = f"mIoU {row['eval_mean_iou']:.3f}"
+        elif row.get("eval_map_50") is not None:
+            metric = f"mAP@0.5 {row['eval_map_50']:.3f}"
         notes = row["notes"] + (f"; {row['recompiles']} recompilations" if row["recompiles"] else "")
         if not quiet:
             notes += "; no quiet run"
@@ -552,6 +589,8 @@ def main(argv=None):
             configs = mlm_configs(max(args.max_train_samples // 4, 1), output_dir)
         elif section == "seg":  # photos: a tenth as many pairs (80 of the 160 training horses by default)
             configs = seg_configs(max(args.max_train_samples // 10, 1))
+        elif section == "det":  # a fixed 24 steps: a DETR step costs far more than a text batch
+            configs = det_configs(output_dir)
         else:
             configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
                 section, args.max_train_samples, seeds)
@@ -585,7 +624,7 @@ def main(argv=None):
                 state["rows"].append(row)
                 print(f"[bench] {name} #{attempt}: " + json.dumps({k: row.get(k) for k in (
                     "samples_per_s", "tokens_per_s", "padding_fraction", "gflops_per_s", "mfu", "peak_rss_mib",
-                    "eval_accuracy", "eval_f1", "wall_s", "recompiles", "other_load")}), flush=True)
+                    "eval_accuracy", "eval_f1", "eval_map_50", "wall_s", "recompiles", "other_load")}), flush=True)
                 json_path.write_text(json.dumps(state, indent=2))
                 lock.between_runs()
                 quiet += not row.get("failed") and other_load <= args.max_other_load
@@ -613,7 +652,7 @@ def main(argv=None):
     reference = {}
     for row, _, _ in chosen:
         base = {"plain": "switches", "full_plain": "full", "ner_plain": "ner", "mc_plain": "mc",
-                "mlm_plain": "mlm", "seg_plain": "seg"}.get(row["name"])
+                "mlm_plain": "mlm", "seg_plain": "seg", "det_plain": "det"}.get(row["name"])
         if base and not row.get("failed"):
             reference[base] = row["samples_per_s"]
     if "full" in reference:

@@ -7,7 +7,8 @@ of examples scored, every `eval_*` entry of all_results.json (exact equality), a
 predictions, that they are the same text in the same order.
 
 The saved model is the one trained by the uninterrupted run of test_resume_all.py's setup for that script
-(same data, same tiny model). Not slow: run_ner and run_image_classification; the others are slow.
+(same data, same tiny model). Not slow: run_ner and run_image_classification; the others (object detection:
+7 minutes at load) are slow.
 """
 
 import json
@@ -18,7 +19,7 @@ from test_resume_all import SETUPS
 
 from conftest import launch, read_results
 
-CHEAP = ("ner", "image_classification")
+CHEAP = ("ner", "image_classification")  # object_detection: 7 min at load, slow
 
 
 def ner_eval(files, model, out):
@@ -71,13 +72,20 @@ def semantic_segmentation_eval(files, model, out):
             "--per_device_eval_batch_size", 4], 21
 
 
+def object_detection_eval(files, model, out):
+    # 30 validation images, 4 per batch and process: the last round (2 processes) holds 6 images in 8 slots.
+    return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
+            "--per_device_eval_batch_size", 4], 30
+
+
 EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "translation": translation_eval,
              "summarization": summarization_eval, "image_classification": image_classification_eval,
              "multiple_choice": multiple_choice_eval, "mlm": mlm_eval,
-             "semantic_segmentation": semantic_segmentation_eval}
+             "semantic_segmentation": semantic_segmentation_eval,
+             "object_detection": object_detection_eval}
 # Files of predictions that must be identical (same lines, same order) on 1 and 2 processes.
 PREDICTION_FILES = {"qa": "predictions.json", "translation": "generated_predictions.txt",
-                    "summarization": "generated_predictions.txt"}
+                    "summarization": "generated_predictions.txt", "object_detection": "predictions.json"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in CHEAP else pytest.mark.slow) for n in SETUPS])
@@ -113,6 +121,8 @@ def test_evaluation_only_identical_on_1_and_2_processes(name, tmp_path):
         assert a == b
         if name == "qa":
             assert len(json.loads(a)) == 37
+        elif name == "object_detection":
+            assert {d["image_id"] for d in json.loads(a)} == set(range(100, 130))
         else:
             assert len(a.splitlines()) == 37
     print(f"{name}: {expected_samples} examples, eval batch {batch}/process; 1 and 2 processes: "

@@ -34,6 +34,7 @@ import test_run_image_classification
 import test_run_mlm
 import test_run_multiple_choice
 import test_run_ner
+import test_run_object_detection
 import test_run_qa
 import test_run_semantic_segmentation
 import test_run_summarization
@@ -238,10 +239,26 @@ def semantic_segmentation_setup(directory):
     return "run_semantic_segmentation.py", command, 4, data
 
 
+def object_detection_setup(directory):
+    data = {"train": test_run_object_detection.write_detection_set(directory / "train", 96, seed=0),
+            "validation": test_run_object_detection.write_detection_set(directory / "validation", 30, seed=1)}
+    # Dropout 0.1 (the RNG state must be restored too) and the flip / scale / crop augmentation seeded per image.
+    model = [arg.replace("dropout=0.0", "dropout=0.1") for arg in test_run_object_detection.TINY_DETR]
+
+    def command(out):
+        # A tiny DETR from scratch: 96 images, 8 per batch, 12 steps per epoch, 3 epochs.
+        return ["--train_file", data["train"], "--validation_file", data["validation"], *model,
+                *test_run_object_detection.COMMON, "--num_train_epochs", "3", "--checkpointing_steps", "5",
+                "--resume_from_checkpoint", "latest", "--output_dir", out]
+
+    return "run_object_detection.py", command, 5, data
+
+
 SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": translation_setup,
           "summarization": summarization_setup, "image_classification": image_classification_setup,
           "multiple_choice": multiple_choice_setup, "mlm": mlm_setup,
-          "semantic_segmentation": semantic_segmentation_setup}
+          "semantic_segmentation": semantic_segmentation_setup,
+          "object_detection": object_detection_setup}
 CHEAP = ("ner", "clm")  # SIGKILL for these two runs in `make test`
 
 

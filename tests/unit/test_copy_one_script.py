@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = ["run_glue.py", "run_ner.py", "run_clm.py", "run_qa.py", "run_translation.py", "run_summarization.py",
            "run_image_classification.py", "run_multiple_choice.py", "run_mlm.py",
-           "run_semantic_segmentation.py"]
+           "run_semantic_segmentation.py", "run_object_detection.py"]
 
 CHECK = """
 import runpy, sys

@@ -54,6 +54,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_OBJECT_DETECTION_MA
 
 from common.args import add_common_args, positive_int, validate_common_args
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
+from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
 from common.metrics import load_metric
@@ -180,7 +181,7 @@ def validate_args(args):
     if args.image_dir is not None and not os.path.isdir(args.image_dir):
         raise ValueError(f"--image_dir {args.image_dir}: no such folder.")
     validate_common_args(view)
-    args.hub_model_id = view.hub_model_id
+    args.hub_model_id, args.with_tracking, args.report_to = view.hub_model_id, view.with_tracking, view.report_to
     refuse_padding_flags(args, "images are resized and padded by the image processor, not by length")
 
 
@@ -896,4 +897,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)  # the user's errors: one line, from one process (common/errors.py)

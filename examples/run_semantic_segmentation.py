@@ -45,6 +45,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_SEMANTIC_SEGMENTATI
 
 from common.args import add_common_args, positive_int, validate_common_args
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
+from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.launch import setup_run
 from common.metrics import load_metric
@@ -175,7 +176,7 @@ def validate_args(args):
     if args.train_dir or args.validation_dir:
         view.dataset_name = "folders"  # a data source is given; common knows it under no other name
     validate_common_args(view)
-    args.hub_model_id = view.hub_model_id
+    args.hub_model_id, args.with_tracking, args.report_to = view.hub_model_id, view.with_tracking, view.report_to
     refuse_padding_flags(args, "every image is resized to the model's input size, so batches hold no padding")
     args.value_names = parse_id2label(args.id2label, args.ignore_index) if args.id2label else None
 
@@ -865,4 +866,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)  # the user's errors: one line, from one process (common/errors.py)

@@ -46,7 +46,7 @@ def launch_deepspeed(args, config=CONFIG):
     result = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             timeout=600)
     assert result.returncode == 0, f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout[-6000:]}"
-    assert "DistributedType.DEEPSPEED" in result.stdout, result.stdout[-3000:]
+    assert "Distributed environment: DEEPSPEED" in result.stdout, result.stdout[-3000:]  # common.launch
     return result
 
 

@@ -243,11 +243,17 @@ def setup_logging(accelerator, logger):
 
 def describe_processes(accelerator):
     """One line for the log instead of `accelerator.state`'s 7-line block per process: e.g. "Distributed
-    environment: MULTI_CPU, 2 processes (backend gloo), device cpu, mixed precision no"."""
+    environment: MULTI_CPU, 2 processes (backend gloo), device cpu, mixed precision no". Under DeepSpeed the ZeRO
+    stage of the configuration handed to DeepSpeed follows the engine ("DEEPSPEED (ZeRO stage 2)")."""
     state = accelerator.state
     backend = f" (backend {state.backend})" if getattr(state, "backend", None) else ""
     processes = f"{accelerator.num_processes} process{'es' if accelerator.num_processes != 1 else ''}"
-    return (f"Distributed environment: {accelerator.distributed_type.value}, {processes}{backend}, device "
+    engine = accelerator.distributed_type.value
+    plugin = getattr(state, "deepspeed_plugin", None)
+    if plugin is not None:
+        stage = (plugin.deepspeed_config or {}).get("zero_optimization", {}).get("stage")
+        engine += f" (ZeRO stage {stage})"
+    return (f"Distributed environment: {engine}, {processes}{backend}, device "
             f"{accelerator.device.type}, mixed precision {accelerator.mixed_precision}")
 
 

@@ -1,6 +1,6 @@
 """The evaluate metric modules of common/metrics/ where tests/unit/test_metric_modules.py does not reach (found by
 `make mutation`, docs/mutation.md): the exact message of each input error, accuracy's sample weights, SQuAD
-v2.0's default no-answer threshold, mean IoU's confusion matrix called directly, seqeval's silent zeros and
+v2.0's default no-answer threshold, mean IoU's confusion matrix called directly, seqeval's and GLUE's silent zeros and
 sacreBLEU after an empty first batch."""
 
 import warnings
@@ -112,3 +112,13 @@ def test_sacrebleu_an_empty_first_batch_does_not_fix_the_reference_format():
     hypotheses, streams = ["the cat sat on the mat"], [["the cat sat on a mat"]]
     assert metric.compute() == {"bleu": sacrebleu.corpus_bleu(hypotheses, streams).score,
                                 "chrf": sacrebleu.corpus_chrf(hypotheses, streams).score}
+
+
+def test_glue_undefined_f1_is_zero_without_a_warning():
+    # No example of class 1 predicted or gold: F1 of class 1 is undefined; the module passes zero_division=0 to
+    # scikit-learn, so it is 0 without scikit-learn's UndefinedMetricWarning ("F-score is ill-defined ...") in
+    # the evaluation log (scikit-learn's default gives the same 0 with the warning).
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*ill-defined")
+        result = load_metric("glue", "qqp").compute(predictions=[0, 0], references=[0, 0])
+    assert result == {"accuracy": 1.0, "f1": 0.0}

@@ -1,9 +1,13 @@
 """The evaluate metric modules of common/metrics/ where tests/unit/test_metric_modules.py does not reach (found by
 `make mutation`, docs/mutation.md): the exact message of each input error, accuracy's sample weights, SQuAD
-v2.0's default no-answer threshold, and mean IoU's confusion matrix called directly."""
+v2.0's default no-answer threshold, mean IoU's confusion matrix called directly, seqeval's and GLUE's silent zeros and
+sacreBLEU after an empty first batch."""
+
+import warnings
 
 import numpy as np
 import pytest
+import sacrebleu
 
 from common.metrics import load_metric
 from common.metrics.mean_iou.mean_iou import confusion_matrix
@@ -79,3 +83,42 @@ def test_coco_map_converts_xyxy_boxes_away_from_the_origin():
     xyxy = coco_map([10, 10, 20, 16.8], [10, 10, 20, 20], box_format="xyxy")
     assert xyxy["map"] == pytest.approx(0.4)
     assert xyxy == coco_map([10, 10, 10, 6.8], [10, 10, 10, 10])
+
+
+@pytest.mark.parametrize("references,predictions", [
+    ([["B-PER", "O"]], [["O", "O"]]),  # no predicted entity: precision undefined
+    ([["O", "O"]], [["B-PER", "O"]]),  # no gold entity: recall undefined
+    ([["O", "O"]], [["O", "O"]]),      # neither (an untrained model on a sentence without entities): all three
+])
+def test_seqeval_undefined_scores_are_zero_without_a_warning(references, predictions):
+    # The module passes zero_division=0 to every seqeval call: an undefined precision, recall or F1 is 0, and
+    # seqeval's UndefinedMetricWarning ("... is ill-defined and being set to 0.0") does not fill every
+    # evaluation's log (seqeval's default, zero_division="warn", gives the same 0 with the warning).
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*ill-defined")
+        result = load_metric("seqeval").compute(predictions=predictions, references=references,
+                                                return_entity_level_metrics=True)
+    assert result["precision"] == result["recall"] == result["f1"] == 0.0
+    assert result["accuracy"] == sum(p == r for p, r in zip(predictions[0], references[0])) / 2
+
+
+def test_sacrebleu_an_empty_first_batch_does_not_fix_the_reference_format():
+    # evaluate fixes the feature format (one reference string, or a list of them, per hypothesis) on the first
+    # add_batch; an empty first batch has nothing to infer it from and gets the one-string format, which the
+    # script's later batches (one reference each) use. BLEU of the one pair: sacreBLEU's own value.
+    metric = load_metric("sacrebleu")
+    metric.add_batch(predictions=[], references=[])
+    metric.add_batch(predictions=["the cat sat on the mat"], references=["the cat sat on a mat"])
+    hypotheses, streams = ["the cat sat on the mat"], [["the cat sat on a mat"]]
+    assert metric.compute() == {"bleu": sacrebleu.corpus_bleu(hypotheses, streams).score,
+                                "chrf": sacrebleu.corpus_chrf(hypotheses, streams).score}
+
+
+def test_glue_undefined_f1_is_zero_without_a_warning():
+    # No example of class 1 predicted or gold: F1 of class 1 is undefined; the module passes zero_division=0 to
+    # scikit-learn, so it is 0 without scikit-learn's UndefinedMetricWarning ("F-score is ill-defined ...") in
+    # the evaluation log (scikit-learn's default gives the same 0 with the warning).
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*ill-defined")
+        result = load_metric("glue", "qqp").compute(predictions=[0, 0], references=[0, 0])
+    assert result == {"accuracy": 1.0, "f1": 0.0}

@@ -246,6 +246,15 @@ def test_commands_are_in_bash_blocks():
         found)
 
 
+def test_recipes_named_in_the_docs_exist():
+    """A renamed or deleted recipe fails in `make test`, not only when its (slow) block runs."""
+    named = {(path.relative_to(REPO), name) for path in DOC_FILES
+             for name in re.findall(r"--config[ =](recipes/[\w./-]+\.ya?ml)", path.read_text())}
+    assert len(named) >= 10, named
+    missing = [f"{page}: {name}" for page, name in sorted(named) if not (REPO / name).is_file()]
+    assert not missing, missing
+
+
 def test_markers_and_fences_are_checked(tmp_path):
     page = tmp_path / "page.md"
     with pytest.raises(ValueError, match=r"page.md:2: `docs-test: skip` needs a reason"):

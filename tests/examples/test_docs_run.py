@@ -25,7 +25,9 @@ A marker comment on the line before the fence picks how the block is tested:
 - `<!-- docs-test: slow: <reason> -->`, or no marker: only in `make test-all` (the default for a new page, so that
   adding a docs page needs nothing here);
 - `<!-- docs-test: skip: <reason> -->`: not run; the reason (Hub-only, two machines, the test suite itself, ...) is
-  required and shown in the skip.
+  required and shown in the skip;
+- `; shorten: <flags>` at the end of a fast or slow marker appends these flags after `SHORTEN`, for a block whose
+  script needs more than the default (e.g. `--max_train_samples 256` where every class must occur in training).
 
 Blocks that read `../shared/data` skip when `SHARED_DATA_DIR` is absent. A command in a fence that is not marked
 `bash` (e.g. an unlabelled ```) fails `test_commands_are_in_bash_blocks`, so a command cannot hide from this test.
@@ -66,6 +68,7 @@ class DocBlock:
     text: str
     mode: str  # fast | slow | skip
     reason: str
+    shorten: tuple = ()  # flags appended after SHORTEN (the marker's `; shorten: ...`)
 
     @property
     def name(self):
@@ -94,11 +97,13 @@ def extract_blocks(path, text=None):
             marker = MARKER.match(previous.strip())
             mode, reason = ("slow", "no marker: make test-all") if marker is None else (
                 marker["mode"], marker["reason"] or "")
+            reason, _, shorten = reason.partition("; shorten:")
+            reason, shorten = reason.strip(), tuple(shlex.split(shorten))
             if mode not in MODES:
                 raise ValueError(f"{path}:{start + 1}: docs-test marker mode {mode!r}; expected one of {MODES}")
             if mode == "skip" and not reason:
                 raise ValueError(f"{path}:{start + 1}: `docs-test: skip` needs a reason (`skip: <why>`)")
-            blocks.append(DocBlock(path, start + 1, "\n".join(lines[start + 1:end]) + "\n", mode, reason))
+            blocks.append(DocBlock(path, start + 1, "\n".join(lines[start + 1:end]) + "\n", mode, reason, shorten))
         i = end + 1
     return blocks
 
@@ -137,15 +142,16 @@ os.execv({real!r}, [{real!r}] + args)
 '''
 
 
-def make_wrappers(bin_dir, log):
-    """Writes `accelerate`, `python`, `python3` into `bin_dir` (see the module docstring)."""
+def make_wrappers(bin_dir, log, extra=()):
+    """Writes `accelerate`, `python`, `python3` into `bin_dir` (see the module docstring); `extra` flags are appended
+    after `SHORTEN`."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     real = {"python": sys.executable, "python3": sys.executable,
             "accelerate": str(Path(sys.executable).parent / "accelerate")}
     for name, target in real.items():
         path = bin_dir / name
-        path.write_text(WRAPPER.format(python=sys.executable, pattern=SCRIPT.pattern, shorten=SHORTEN, log=str(log),
-                                       real=target))
+        path.write_text(WRAPPER.format(python=sys.executable, pattern=SCRIPT.pattern, shorten=SHORTEN + list(extra),
+                                       log=str(log), real=target))
         path.chmod(0o755)
 
 
@@ -189,7 +195,7 @@ def run_block(block, tmp_path, timeout=BLOCK_TIMEOUT_S):
     """
     repo = mirror_repository(tmp_path)
     log = tmp_path / "script_runs.jsonl"
-    make_wrappers(tmp_path / "bin", log)
+    make_wrappers(tmp_path / "bin", log, block.shorten)
     script = tmp_path / "block.sh"
     script.write_text(block.text)
     env = {**os.environ, **OFFLINE_ENV, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -266,6 +272,9 @@ def test_markers_and_fences_are_checked(tmp_path):
     blocks = extract_blocks(page, "text\n\n<!-- docs-test: skip: Hub only -->\n\n```bash\na\n```\n```bash\nb\n```\n")
     assert [(b.line, b.mode, b.reason, b.text) for b in blocks] == [
         (5, "skip", "Hub only", "a\n"), (8, "slow", "no marker: make test-all", "b\n")]
+    text = "<!-- docs-test: slow: big; shorten: --max_train_samples 256 -->\n```bash\nx\n```\n"
+    (block,) = extract_blocks(page, text)
+    assert (block.reason, block.shorten) == ("big", ("--max_train_samples", "256"))
     assert commands_outside_bash_blocks(page, "```\npython examples/x.py\n# out\n```\n```bash\nmake\n```\n") == [
         (2, "python examples/x.py")]
 

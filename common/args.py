@@ -5,6 +5,9 @@ script can add its own task flags to the same group. Boolean switches are `store
 `argparse.BooleanOptionalAction` where the default is on): argparse's `type=bool` turns any
 non-empty string, "False" included, into True, so it is never used here.
 
+`add_common_args` also gives the parser `--config FILE`: flag values read from a YAML file (a *recipe*, see
+`recipes/`), which the command line overrides (`ConfigFileArgumentParser`).
+
 `validate_common_args(args)` checks what argparse cannot (flag combinations, file extensions,
 the state of `--output_dir`, Hub access for `--push_to_hub`) and raises `ValueError` with a message that
 names the flag: everything that can be known before the first training step is checked then, so that no
@@ -12,7 +15,9 @@ run trains for hours and fails at its end.
 """
 
 import argparse
+import difflib
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -288,13 +293,205 @@ def add_hub_args(parser):
 
 
 def add_common_args(parser, file_extensions):
-    """All the groups above, in the order the help text lists them."""
+    """All the groups above, in the order the help text lists them, and `--config` (`add_config_args`).
+
+    A plain `argparse.ArgumentParser` becomes a `ConfigFileArgumentParser` here (same object, its class switched;
+    nothing else changes), so every script that calls `add_common_args` reads `--config FILE` without a change of
+    its own. Another `ArgumentParser` subclass is refused with a TypeError.
+    """
+    add_config_args(parser)
     add_model_args(parser)
     add_data_args(parser, file_extensions)
     add_training_args(parser)
     add_checkpointing_args(parser)
     add_tracking_args(parser)
     add_hub_args(parser)
+
+
+# ----- --config FILE: flag values from a YAML recipe, overridden by the command line -----
+CONFIG_FLAG = "--config"
+
+
+def add_config_args(parser):
+    """`--config FILE` (a YAML recipe, see `ConfigFileArgumentParser`); makes `parser` a `ConfigFileArgumentParser`.
+
+    Raises:
+        TypeError: when `parser` is an `argparse.ArgumentParser` subclass other than `ConfigFileArgumentParser`
+            (its own parsing could not be kept).
+    """
+    if not isinstance(parser, ConfigFileArgumentParser):
+        if type(parser) is not argparse.ArgumentParser:
+            raise TypeError(
+                f"add_common_args needs an argparse.ArgumentParser or common.args.ConfigFileArgumentParser, got "
+                f"{type(parser).__name__}"
+            )
+        parser.__class__ = ConfigFileArgumentParser  # a subclass without state of its own: nothing else changes
+    group = parser.add_argument_group("config file")
+    group.add_argument(
+        CONFIG_FLAG,
+        type=str,
+        default=None,
+        metavar="FILE",
+        help="YAML file of flag values (keys = flag names without '--', e.g. `learning_rate: 1.0e-4`, "
+        "`group_by_length: true`); flags given on the command line override it. Relative paths inside it are "
+        "relative to the current folder, as on the command line. Recipes: recipes/*.yaml.",
+    )
+    return group
+
+
+class ConfigFileArgumentParser(argparse.ArgumentParser):
+    """An `argparse.ArgumentParser` that also takes flag values from a YAML file named by `--config FILE`.
+
+    Precedence: the command line > the file > the script's defaults. The file's values become the parser's
+    defaults for this one parse (`set_defaults`; a required flag given in the file is no longer required), so
+    argparse itself applies the command line over them, and `args` holds the same types as for the flags typed
+    out.
+
+    The file is a YAML mapping `flag_name: value`; a key is a flag's name without `--` (`learning_rate`,
+    `label_smoothing`, `no-horizontal_flip`) or its `dest` (`label_smoothing_factor`, `keep_linebreaks`):
+
+    - a value goes through the flag's own `type=` and `choices=` (so `learning_rate: 1e-4`, which YAML reads as
+      a string, is the float 0.0001 as on the command line); a flag with `nargs` takes a YAML list;
+    - a switch (`store_true`, `--x/--no-x`, `store_false`) takes `true` / `false`: under its dest or positive name
+      the value the flag's dest gets (`horizontal_flip: false`, `keep_linebreaks: false`), under a negative name
+      whether that flag is given (`no-horizontal_flip: true`, `no_keep_linebreaks: true`); `null` leaves a flag
+      whose default is None unset.
+    - A switch set to `true` in the file cannot be switched off on the command line unless the flag has a
+      `--no-` form (argparse's `store_true` has none): remove it from the file instead.
+
+    Why YAML and not argparse's `@file` (`fromfile_prefix_chars`): a `@file` holds one token per line, with no
+    comments, and a misspelt flag in it is reported as a command-line error without the file's name; a YAML file
+    has comments that say why each value was chosen, reads like the Accelerate config files next to it, and
+    every key is checked against the script's flags with an error that names the key and the file.
+
+    Errors (argparse's `error`: status 2, one line under `common.errors.run_script`), each naming the file:
+    file not found or unreadable, not valid YAML, not a mapping, a key that is no flag of this script (with the
+    closest flag names), two keys for one flag, `config`/`help` as keys, a value of the wrong kind (a list for a
+    one-value flag, a mapping, a YAML boolean such as an unquoted `no` for a flag that takes text), or a value the
+    flag's type or choices refuse.
+    """
+
+    def parse_known_args(self, args=None, namespace=None):
+        argv = sys.argv[1:] if args is None else [str(a) for a in args]
+        path = _config_path_in(argv)
+        if path is None:
+            return super().parse_known_args(argv, namespace)
+        values = self.read_config_file(path)
+        saved = [(action, action.default, action.required) for action in self._actions if action.dest in values]
+        saved_defaults = dict(self._defaults)
+        for action, _, _ in saved:
+            action.required = False
+        self.set_defaults(**values)
+        try:
+            parsed, extras = super().parse_known_args(argv, namespace)
+        finally:
+            for action, default, required in saved:
+                action.default, action.required = default, required
+            self._defaults = saved_defaults
+        return parsed, extras
+
+    def read_config_file(self, path):
+        """Reads `path` (YAML) and returns {dest: value}, every value converted and checked as argparse would
+        convert and check it on the command line. Errors: see the class docstring (`self.error`)."""
+        import yaml
+
+        where = f"{CONFIG_FLAG} {path}"
+        if not os.path.isfile(path):
+            self.error(f"{where}: file not found")
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            self.error(f"{where}: not valid YAML{at}: {getattr(error, 'problem', None) or error}")
+        except (OSError, UnicodeDecodeError) as error:
+            self.error(f"{where}: cannot be read ({error})")
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            self.error(
+                f"{where}: expected a mapping of flag names to values (e.g. `learning_rate: 1.0e-4`), got a "
+                f"{type(data).__name__}"
+            )
+        actions = {}
+        for action in self._actions:
+            if action.option_strings and action.dest not in ("config", "help"):
+                for name in [action.dest] + [option.lstrip("-") for option in action.option_strings]:
+                    actions.setdefault(name, action)
+        values, keys = {}, {}
+        for key, value in data.items():
+            if key in ("config", "help"):
+                self.error(f"{where}: key '{key}' cannot be set in a config file")
+            if not isinstance(key, str) or key not in actions:
+                close = difflib.get_close_matches(str(key), list(actions), 3)
+                hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+                self.error(
+                    f"{where}: unknown key {key!r}: not a flag of {self.prog}{hint} (keys are flag names without "
+                    "'--', as in --help)"
+                )
+            action = actions[key]
+            if action.dest in keys:
+                self.error(f"{where}: keys '{keys[action.dest]}' and '{key}' set the same flag; keep one")
+            keys[action.dest] = key
+            values[action.dest] = self._config_value(where, key, action, value)
+        return values
+
+    def _config_value(self, where, key, action, value):
+        """`value` from the file converted for `action` (see the class docstring); errors name `where` and `key`."""
+        prefix = f"{where}: key '{key}'"
+        if action.nargs == 0:  # switches
+            if not isinstance(value, bool):
+                self.error(f"{prefix}: expected true or false (a switch), got {value!r}")
+            if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction,
+                                   argparse.BooleanOptionalAction)):
+                negative = key != action.dest and (isinstance(action, argparse._StoreFalseAction)
+                                                   or key.startswith("no-"))
+                return not value if negative else value  # `no_keep_linebreaks: true` = the flag given
+            self.error(f"{prefix}: this kind of flag ({type(action).__name__}) cannot be set in a config file")
+        if value is None:
+            if action.default is not None:
+                self.error(f"{prefix}: null is only allowed for flags without a default (default: {action.default!r})")
+            return None
+        many = action.nargs not in (None, argparse.OPTIONAL)
+        if many:
+            items = value if isinstance(value, list) else [value]
+        elif isinstance(value, (list, dict)):
+            self.error(f"{prefix}: expected one value, got a {type(value).__name__}")
+        else:
+            items = [value]
+        converted = []
+        for item in items:
+            if isinstance(item, bool):
+                self.error(
+                    f"{prefix}: got the YAML boolean {str(item).lower()}; YAML reads unquoted yes/no/on/off/true/"
+                    "false as booleans: quote the value (e.g. 'no')"
+                )
+            if isinstance(item, (list, dict)):
+                self.error(f"{prefix}: expected a plain value, got a {type(item).__name__}")
+            try:
+                item = self._get_value(action, str(item))
+                self._check_value(action, item)
+            except argparse.ArgumentError as error:
+                self.error(f"{prefix}: {error.message}")
+            converted.append(item)
+        if many and isinstance(action.nargs, int) and len(converted) != action.nargs:
+            self.error(f"{prefix}: expected a list of {action.nargs} values, got {len(converted)}")
+        return converted if many else converted[0]
+
+
+def _config_path_in(argv):
+    """The value of `--config FILE` / `--config=FILE` in `argv` (the last one), or None. An abbreviation (`--conf`)
+    is not looked for: argparse refuses it as ambiguous (`--config_name`, `--config_overrides`)."""
+    path = None
+    for i, token in enumerate(argv):
+        if token == "--":
+            break
+        if token == CONFIG_FLAG and i + 1 < len(argv):
+            path = argv[i + 1]
+        elif token.startswith(CONFIG_FLAG + "="):
+            path = token[len(CONFIG_FLAG) + 1:]
+    return path
 
 
 # Files whose presence means --output_dir already holds results of an earlier run.

@@ -23,8 +23,9 @@ _NOT_METRICS = ("samples", "features", "words", "runtime", "samples_per_second",
 
 def progress_bar(iterable, accelerator, desc):
     """Wraps an evaluation / generation / prediction DataLoader in a tqdm bar shown on the local main process only
-    (like the training bar), removed when the loop ends (`leave=False`), so the console shows where a long
-    evaluation stands without one finished bar per epoch.
+    (like the training bar), on the training bar's line and removed when the loop ends (`leave=False`), so the
+    console shows where a long evaluation stands without one finished bar per epoch and without cursor-moving
+    ANSI codes in log files.
 
     Args:
         iterable: the prepared DataLoader (its `len` is this process's number of batches, the bar's total).
@@ -35,7 +36,11 @@ def progress_bar(iterable, accelerator, desc):
         a tqdm iterator yielding the same batches (disabled, i.e. the plain iterator, on other processes).
     """
     total = len(iterable) if hasattr(iterable, "__len__") else None
-    return tqdm(iterable, total=total, desc=desc, leave=False, disable=not accelerator.is_local_main_process)
+    # position=0: the line of the training bar, which is still open during an epoch's evaluation. tqdm would
+    # otherwise put this bar on the next line and move the cursor there and back with ANSI codes, which end up
+    # raw in log files; the training bar redraws itself at its next step.
+    return tqdm(iterable, total=total, desc=desc, leave=False, position=0,
+                disable=not accelerator.is_local_main_process)
 
 
 def majority_label(labels):

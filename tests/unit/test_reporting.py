@@ -98,3 +98,17 @@ def test_progress_bar_only_on_the_local_main_process():
     other = progress_bar(batches, SimpleNamespace(is_local_main_process=False), "evaluate")
     assert not main.disable and other.disable and main.total == 3 and main.desc == "evaluate" and not main.leave
     assert list(main) == batches and list(other) == batches
+
+
+def test_evaluation_bar_under_an_open_training_bar_writes_no_ansi_codes(capsys):
+    """During an epoch's evaluation the training bar is still open; a second bar on its own line would move the
+    cursor with ANSI codes, which reach log files raw (issue 20, item 3)."""
+    from tqdm.auto import tqdm
+
+    train = tqdm(total=5, desc="train")
+    train.update(1)
+    assert list(progress_bar(range(3), SimpleNamespace(is_local_main_process=True), "evaluate")) == [0, 1, 2]
+    train.update(1)
+    train.close()
+    err = capsys.readouterr().err
+    assert "evaluate:" in err and "train:" in err and "\x1b[" not in err

@@ -200,6 +200,8 @@ class TrainingRun:
             source = getattr(args, "model_name_or_path", None) or getattr(args, "config_name", None) or "the model"
             self.logger.info(f"***** Evaluation only: no training steps; {source} is evaluated as loaded, results "
                              f"go to {args.output_dir} (no model is saved) *****")
+            if getattr(args, "test_file", None):
+                self.logger.info(f"  then the --test_file {args.test_file} is predicted")
             return
         self.logger.info("***** Running training *****")
         self.logger.info(f"  Num examples = {self.num_train_examples}")
@@ -208,7 +210,8 @@ class TrainingRun:
         self.logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
         self.logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
         self.logger.info(f"  Total optimization steps = {self.max_train_steps}")
-        self.logger.info(f"  Evaluation after every epoch; the model and results go to {args.output_dir}")
+        then = f"; then the --test_file {args.test_file} is predicted" if getattr(args, "test_file", None) else ""
+        self.logger.info(f"  Evaluation after every epoch; the model and results go to {args.output_dir}{then}")
 
     def checkpoint_to_resume(self):
         """The checkpoint named by `--resume_from_checkpoint`, checked against this run's settings.

@@ -14,6 +14,7 @@ One module per concern, a few plain functions each:
 - `common.preemption`: SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75.
 - `common.run`: `TrainingRun`, the run ceremony around each script's training loop.
 - `common.tracking`: tracker config sanitising and `init_trackers`.
+- `common.reporting`: evaluation progress bars, trivial-baseline keys, the end-of-run summary table.
 - `common.throughput`: samples/s, non-padding tokens/s, padding fraction.
 - `common.saving`: output-dir protection, final model save, `all_results.json`.
 - `common.tpu`: re-tying tied weights after `prepare` on XLA.

@@ -126,12 +126,15 @@ def plan_training_steps(args, train_dataloader, accelerator):
         accelerator: the run's `Accelerator` (number of processes, `split_batches`).
 
     Returns:
-        `StepPlan`; see `batches_per_process` and `training_steps` for the arithmetic.
+        `StepPlan`; see `batches_per_process` and `training_steps` for the arithmetic. Without training data
+        (`train_dataloader` None) `max_train_steps` and `num_train_epochs` are 0: the run only evaluates.
     """
     num_batches = batches_per_process(len(train_dataloader), accelerator) if train_dataloader is not None else 0
     num_update_steps_per_epoch, max_train_steps, num_train_epochs = training_steps(
         max(num_batches, 1), args.gradient_accumulation_steps, args.num_train_epochs, args.max_train_steps
     )
+    if train_dataloader is None:  # no training data: an evaluation-only run, whatever --num_train_epochs says
+        max_train_steps = num_train_epochs = 0
     return StepPlan(num_batches, num_update_steps_per_epoch, max_train_steps, num_train_epochs)
 
 

@@ -61,9 +61,10 @@ from .checkpointing import (
 )
 from .hardware import host_info
 from .preemption import exit_preempted, signal_received
+from .reporting import format_summary
 from .saving import push_to_hub, save_model, write_all_results
 from .throughput import count_tokens
-from .tracking import log_final_metrics
+from .tracking import log_final_metrics, tracker_dirs
 
 EVAL_HISTORY_FILE = "eval_history.jsonl"
 # Settings recorded in every checkpoint; a resume with different values would silently train another run.
@@ -222,7 +223,11 @@ class TrainingRun:
             args.gradient_accumulation_steps
         )
         if self.max_train_steps == 0:
-            self.logger.info("***** Evaluation only (no training steps) *****")
+            source = getattr(args, "model_name_or_path", None) or getattr(args, "config_name", None) or "the model"
+            self.logger.info(f"***** Evaluation only: no training steps; {source} is evaluated as loaded, results "
+                             f"go to {args.output_dir} (no model is saved) *****")
+            if getattr(args, "test_file", None):
+                self.logger.info(f"  then the --test_file {args.test_file} is predicted")
             return
         self.logger.info("***** Running training *****")
         self.logger.info(f"  Num examples = {self.num_train_examples}")
@@ -231,6 +236,8 @@ class TrainingRun:
         self.logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
         self.logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
         self.logger.info(f"  Total optimization steps = {self.max_train_steps}")
+        then = f"; then the --test_file {args.test_file} is predicted" if getattr(args, "test_file", None) else ""
+        self.logger.info(f"  Evaluation after every epoch; the model and results go to {args.output_dir}{then}")
 
     def checkpoint_to_resume(self):
         """The checkpoint named by `--resume_from_checkpoint`, checked against this run's settings.
@@ -497,10 +504,14 @@ class TrainingRun:
 
     def end(self, results):
         """Rewrites `all_results.json` (predictions may have added `predict_*` keys), logs the results once as
-        JSON, records them in the trackers (`common.tracking.log_final_metrics`: TensorBoard's HParams view, the
-        wandb summary), pushes to the Hub with `--push_to_hub`, and ends the trackers. Call on every process."""
+        JSON and as the summary table (`common.reporting.format_summary`, main process), records them in the
+        trackers (`common.tracking.log_final_metrics`: TensorBoard's HParams view, the wandb summary), pushes to
+        the Hub with `--push_to_hub`, and ends the trackers. Call on every process."""
         write_all_results(self.accelerator, self.args.output_dir, results)
         self.logger.info(f"Results: {json.dumps(results)}")
+        if self.accelerator.is_main_process:
+            self.logger.info(format_summary(results, self.args.output_dir, model_saved=self.completed_steps > 0,
+                                            tracker_dirs=tracker_dirs(self.accelerator.trackers)))
         log_final_metrics(self.accelerator, self.args, results, self.completed_steps)
         push_to_hub(self.accelerator, self.args)
         self.accelerator.wait_for_everyone()

@@ -167,6 +167,20 @@ def describe_trackers(trackers, report_to):
     return f"--report_to {report_to}: started {', '.join(started) or 'no tracker'}."
 
 
+def tracker_dirs(trackers):
+    """(tracker name, folder it writes to) for each started tracker: TensorBoard's event folder, wandb's run
+    folder; other trackers give their name and "-" (`accelerator.trackers`: empty on all but the main process)."""
+    dirs = []
+    for tracker in trackers:
+        if tracker.name == "tensorboard":
+            dirs.append(("tensorboard", tracker.writer.log_dir))
+        elif tracker.name == "wandb":
+            dirs.append(("wandb", os.path.dirname(str(getattr(tracker.run, "dir", "")).rstrip(os.sep)) or "-"))
+        else:
+            dirs.append((tracker.name, "-"))
+    return dirs
+
+
 @contextlib.contextmanager
 def command_line_without_secrets(args):
     """Within the block, `sys.argv` has the value of every `SECRET_ARGS` flag (e.g. `--hub_token hf_...`,

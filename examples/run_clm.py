@@ -44,6 +44,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import baseline_results, progress_bar, unigram_perplexity
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
@@ -409,7 +410,7 @@ def evaluate(model, dataloader, accelerator):
     """
     metric = load_metric("perplexity", keep_in_memory=True)
     model.eval()
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "evaluate"):  # a bar on the main process
         with torch.no_grad():
             # Without labels the model does not compute its own (unused) mean loss.
             outputs = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"))
@@ -417,6 +418,22 @@ def evaluate(model, dataloader, accelerator):
         sums, counts = accelerator.gather_for_metrics((sums, counts))
         metric.add_batch(loss_sums=sums.double().cpu().numpy(), token_counts=counts.cpu().numpy())
     return metric.compute()
+
+
+def unigram_baseline(train_dataset, eval_dataset, config):
+    """The trivial baseline of language modelling: the unigram perplexity of the validation tokens that `evaluate`
+    scores (every block token but the first), each predicted with its add-one smoothed frequency in the training
+    blocks (`common.reporting.unigram_perplexity`). One pass over the token ids, no model.
+
+    Returns:
+        {"baseline": "unigram ...", "eval_baseline_perplexity": float}; {} without training data.
+    """
+    if train_dataset is None:
+        return {}
+    scored = [token for labels in eval_dataset["labels"] for token in labels[1:] if token != -100]
+    vocab_size = max(config.vocab_size, 1 + max(max(block) for block in train_dataset["input_ids"]), 1 + max(scored))
+    perplexity = unigram_perplexity(train_dataset["input_ids"], scored, vocab_size)
+    return baseline_results("unigram (training-token frequencies, add-one smoothed)", {"perplexity": perplexity})
 
 
 def generate_sample(model, tokenizer, prompt, max_new_tokens):
@@ -597,6 +614,7 @@ def training_function(args):
     # (every block holds exactly block_size tokens).
     results.update(perplexity=eval_metrics["perplexity"], eval_samples=len(eval_dataset), block_size=block_size,
                    train_tokens=results["train_samples"] * block_size)
+    results.update(unigram_baseline(train_dataset, eval_dataset, accelerator.unwrap_model(model).config))
     run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
     if args.sample_prompt and accelerator.is_main_process:

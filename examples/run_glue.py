@@ -39,6 +39,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import majority_baseline, progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks import labels as task_labels
@@ -323,7 +324,7 @@ def predict(model, dataloader, accelerator, is_regression):
     """
     model.eval()
     all_predictions, all_references = [], []
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "predict"):  # a bar on the main process
         with torch.no_grad():
             outputs = model(**batch)
         predictions = outputs.logits.squeeze(-1) if is_regression else outputs.logits.argmax(dim=-1)
@@ -362,7 +363,7 @@ def evaluate(model, dataloader, accelerator, is_regression, task_name=None):
     metric = load_metric("glue", config_name, keep_in_memory=True)
     model.eval()
     samples = 0
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "evaluate"):  # a bar on the main process
         with torch.no_grad():
             outputs = model(**batch)
         predictions = outputs.logits.squeeze(-1).float() if is_regression else outputs.logits.argmax(dim=-1)
@@ -372,6 +373,26 @@ def evaluate(model, dataloader, accelerator, is_regression, task_name=None):
     id2label = accelerator.unwrap_model(model).config.id2label
     metrics = metric.compute(num_labels=len(id2label), pos_label=positive_label_id(id2label, task_name))
     return {**metrics, "samples": samples}
+
+
+def majority_class_baseline(model, train_dataset, eval_dataset, accelerator, task_name=None):
+    """The trivial baseline of classification: every validation example gets the training set's most frequent
+    class (`common.reporting.majority_baseline`), scored by the same GLUE module configuration as `evaluate`.
+
+    Returns:
+        {"baseline": "majority class of the training set (<label>)", "eval_baseline_accuracy": ...,
+        "eval_baseline_f1": ... (2 classes)}; the validation set's own majority in an evaluation-only run.
+    """
+    id2label = accelerator.unwrap_model(model).config.id2label
+    references = eval_dataset["labels"]
+
+    def score(predictions):
+        metric = load_metric("glue", task_name or "classification", keep_in_memory=True)
+        return metric.compute(predictions=predictions, references=references, num_labels=len(id2label),
+                              pos_label=positive_label_id(id2label, task_name))
+
+    train_labels = train_dataset["labels"] if train_dataset is not None else None
+    return majority_baseline(train_labels, references, score, describe=lambda label: id2label[label])
 
 
 def load_model_and_tokenizer(args, is_regression, label_list):
@@ -491,6 +512,8 @@ def training_function(args):
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator, is_regression, args.task_name)
     results = run.results(eval_metrics)
+    if not is_regression:  # "baseline", eval_baseline_*: always answering the training set's majority class
+        results.update(majority_class_baseline(model, train_dataset, eval_dataset, accelerator, args.task_name))
     run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
     if predict_dataset is not None:

@@ -2,7 +2,8 @@
 
 Inputs: a Hub dataset (`--dataset_name`), image folders (`--train_dir`/`--validation_dir`, one sub-folder per
 class, read with the `datasets` `imagefolder` builder), or CSV/JSON/JSON Lines files (`--train_file`,
-`--validation_file`) with an image-path column (paths relative to the file) and a label column. Every image is
+`--validation_file`) with an image-path column (paths relative to the file) and a label column; `--test_file`, a
+listing of the same layout with or without the label column, is predicted into `predict_results.txt`. Every image is
 converted to RGB whatever its mode (L, LA, P, RGBA, CMYK, 16-bit, ...); an unreadable image stops the run with its
 file name, or is dropped with a warning under `--skip_corrupt_images`. Preprocessing is the model's image processor
 (PIL backend: size, mean, std); training adds a random resized crop and a horizontal flip, applied on the fly with
@@ -41,10 +42,12 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import majority_baseline, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.labels import align_labels
+from common.tasks.predictions import write_label_predictions
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
@@ -140,8 +143,6 @@ def parse_args(argv=None):
     if folders and (args.dataset_name or args.train_file or args.validation_file):
         parser.error("--train_dir/--validation_dir cannot be combined with --dataset_name or --train_file/"
                      "--validation_file.")
-    if args.test_file is not None:
-        parser.error("--test_file is not supported by this script; score labelled images with --validation_file/_dir.")
     if not 0.0 < args.train_val_split < 1.0:
         parser.error(f"--train_val_split {args.train_val_split}: expected a fraction strictly between 0 and 1.")
     low, high = args.random_resized_crop_scale
@@ -607,8 +608,8 @@ class TrainTransform:
 
 
 class EvalTransform:
-    """`with_transform` function for evaluation: decode to RGB, then the image processor (resize, crop,
-    rescale, normalise) exactly as the checkpoint defines it."""
+    """`with_transform` function for evaluation and prediction: decode to RGB, then the image processor (resize,
+    crop, rescale, normalise) exactly as the checkpoint defines it; `label_to_id` None for unlabelled images."""
 
     def __init__(self, args, image_processor, label_to_id):
         self.image_column, self.label_column = args.image_column_name, args.label_column_name
@@ -616,18 +617,19 @@ class EvalTransform:
 
     def __call__(self, batch):
         images = [load_image(record) for record in batch[self.image_column]]
-        return {
-            "pixel_values": self.image_processor(images, return_tensors="pt")["pixel_values"],
-            "labels": [self.label_to_id[v] for v in batch[self.label_column]],
-        }
+        result = {"pixel_values": self.image_processor(images, return_tensors="pt")["pixel_values"]}
+        if self.label_to_id is not None:  # None: unlabelled --test_file images
+            result["labels"] = [self.label_to_id[v] for v in batch[self.label_column]]
+        return result
 
 
 def collate_fn(examples):
-    """Stacks examples into {"pixel_values": (batch, 3, height, width) float, "labels": (batch,) long}."""
-    return {
-        "pixel_values": torch.stack([example["pixel_values"] for example in examples]),
-        "labels": torch.tensor([example["labels"] for example in examples], dtype=torch.long),
-    }
+    """Stacks examples into {"pixel_values": (batch, 3, height, width) float, "labels": (batch,) long}; no
+    "labels" for unlabelled (test) images."""
+    batch = {"pixel_values": torch.stack([example["pixel_values"] for example in examples])}
+    if "labels" in examples[0]:
+        batch["labels"] = torch.tensor([example["labels"] for example in examples], dtype=torch.long)
+    return batch
 
 
 def preprocess(args, train_dataset, eval_dataset, image_processor, label_to_id, seed):
@@ -669,6 +671,84 @@ def load_model(args, config):
     return AutoModelForImageClassification.from_config(config, trust_remote_code=args.trust_remote_code)
 
 
+def load_test_images(args, label_to_id):
+    """`--test_file`: a CSV/JSON/JSON Lines listing with the image-path column (paths relative to the file) and,
+    optionally, the label column (then the predictions are scored too); `--max_predict_samples` keeps its first
+    rows. Every image is decoded once here, before training.
+
+    Args:
+        label_to_id: {label value or class name: class id} (a listing may name the classes of image folders).
+
+    Returns:
+        the test `Dataset` (image column as `{"path", "bytes"}` records), or None without --test_file.
+
+    Raises:
+        ValueError: naming --test_file when the image column is missing, and the file and row of an empty image
+            path, of an unreadable image (a prediction is due for every row, so --skip_corrupt_images does not
+            apply), or of a label the training labels do not have.
+    """
+    if args.test_file is None:
+        return None
+    test = load_data_files({"test": args.test_file})["test"]
+    require_columns(test, [args.image_column_name], "test", args.test_file)
+    if args.max_predict_samples is not None:
+        test = test.select(range(min(args.max_predict_samples, len(test))))
+    source = f"--test_file {args.test_file}"
+    test = test.map(resolve_image_paths, batched=True, with_indices=True, desc="Resolving image paths (test)",
+                    fn_kwargs={"column": args.image_column_name, "source": source,
+                               "base": str(Path(args.test_file).resolve().parent)})
+    test = test.cast_column(args.image_column_name, datasets.Image(decode=False))
+    bad = find_unreadable_images(test, args.image_column_name, args.preprocessing_num_workers)
+    if bad:
+        listing = "\n".join(f"  row {index}: {reason}" for index, _, reason in bad[:10])
+        raise ValueError(f"{source}: {len(bad)} unreadable image(s):\n{listing}\nEvery test row gets a prediction; "
+                         "fix or remove them.")
+    if args.label_column_name in test.column_names:
+        labels = test[args.label_column_name]
+        unknown = [i for i, label in enumerate(labels) if label not in label_to_id]
+        if unknown:
+            classes = sorted({str(label) for label in label_to_id})
+            raise ValueError(f"{source}, row {unknown[0]}: label {labels[unknown[0]]!r} in column "
+                             f"'{args.label_column_name}' is not one of the classes {classes} ({len(unknown)} such "
+                             "rows); drop the column to predict without scoring.")
+    return test
+
+
+def predict_test_split(model, test_dataset, args, image_processor, label_to_id, accelerator):
+    """Predicts the class of every `--test_file` image, writes `<output_dir>/predict_results.txt`
+    (`index<TAB>class name`, file order) on the main process and, when the file has labels, scores the predictions
+    with the accuracy module.
+
+    Returns:
+        {"predict_samples": rows} plus {"predict_accuracy"} when the file has labels.
+    """
+    has_labels = args.label_column_name in test_dataset.column_names
+    transform = EvalTransform(args, image_processor, label_to_id if has_labels else None)
+    columns = [args.image_column_name] + ([args.label_column_name] if has_labels else [])
+    dataloader = accelerator.prepare(
+        build_eval_dataloader(args, test_dataset.select_columns(columns).with_transform(transform), collate_fn)
+    )
+    metric = load_metric("accuracy", keep_in_memory=True) if has_labels else None
+    model.eval()
+    predictions = []
+    for batch in progress_bar(dataloader, accelerator, "predict"):  # a bar on the main process
+        with torch.no_grad():
+            logits = model(pixel_values=batch["pixel_values"]).logits
+        if has_labels:
+            predicted, references = accelerator.gather_for_metrics((logits.argmax(dim=-1), batch["labels"]))
+            metric.add_batch(predictions=predicted.cpu().numpy(), references=references.cpu().numpy())
+        else:
+            predicted = accelerator.gather_for_metrics(logits.argmax(dim=-1))
+        predictions += predicted.cpu().tolist()
+    results = {"predict_samples": len(predictions)}
+    if has_labels:
+        results.update({f"predict_{k}": v for k, v in metric.compute().items()})
+    if accelerator.is_main_process:
+        id2label = accelerator.unwrap_model(model).config.id2label
+        write_label_predictions(os.path.join(args.output_dir, "predict_results.txt"), predictions, id2label)
+    return results
+
+
 def evaluate(model, dataloader, accelerator):
     """Scores the model on the validation DataLoader with the accuracy metric module (`common/metrics/accuracy`,
     loaded by path through `common.metrics.load_metric`: offline): accuracy = correct predictions / images, a
@@ -686,7 +766,7 @@ def evaluate(model, dataloader, accelerator):
     metric = load_metric("accuracy", keep_in_memory=True)
     model.eval()
     samples = 0
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "evaluate"):  # a bar on the main process
         with torch.no_grad():
             outputs = model(pixel_values=batch["pixel_values"])
         predictions, references = accelerator.gather_for_metrics((outputs.logits.argmax(dim=-1), batch["labels"]))
@@ -697,7 +777,8 @@ def evaluate(model, dataloader, accelerator):
 
 def training_function(args):
     """Trains (or fine-tunes `--model_name_or_path`) an image classifier, evaluating accuracy after every epoch;
-    saves the model, its image processor, `all_results.json` and `eval_history.jsonl` in `--output_dir`.
+    saves the model, its image processor, `all_results.json` (with the majority-class baseline), `eval_history.jsonl`
+    and, with `--test_file`, `predict_results.txt` in `--output_dir`.
 
     Returns:
         the `all_results.json` dict.
@@ -727,8 +808,13 @@ def training_function(args):
     config = build_config(args)
     label2id = align_labels(config, names, args.model_name_or_path, args.ignore_mismatched_sizes)
     label_to_id = {value: label2id[name] for value, name in zip(values, names)}
+    test_label_to_id = {**{name: label_to_id[value] for name, value in zip(names, values)}, **label_to_id}
+    with accelerator.main_process_first():
+        test_dataset = load_test_images(args, test_label_to_id)  # --test_file, checked before training
     image_processor = build_image_processor(args, config)
     model = load_model(args, config)
+    train_labels = [label_to_id[v] for v in train_dataset[args.label_column_name]] if train_dataset else None
+    eval_labels = [label_to_id[v] for v in eval_dataset[args.label_column_name]]
     train_dataset, eval_dataset, train_transform = preprocess(
         args, train_dataset, eval_dataset, image_processor, label_to_id, seed
     )
@@ -784,7 +870,12 @@ def training_function(args):
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
     results = run.results(eval_metrics)  # eval_samples: the images scored, on any number of processes
+    accuracy = load_metric("accuracy", keep_in_memory=True)  # "baseline", eval_baseline_accuracy: the majority class
+    results.update(majority_baseline(train_labels, eval_labels, lambda p: accuracy.compute(predictions=p,
+                                     references=eval_labels), describe=lambda label: config.id2label[label]))
     run.save(model, image_processor, results)  # model and all_results.json first: nothing below can lose them
+    if test_dataset is not None:  # predict_results.txt (and predict_accuracy when the file has labels)
+        results.update(predict_test_split(model, test_dataset, args, image_processor, test_label_to_id, accelerator))
     run.end(results)  # all_results.json again, Hub push, end the trackers
     return results
 

@@ -41,6 +41,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import baseline_results, progress_bar, unigram_perplexity
 from common.run import TrainingRun
 from common.sampling import example_lengths, padding_multiple
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
@@ -611,7 +612,7 @@ def evaluate(model, dataloader, accelerator):
     model.eval()
     metric = load_metric("perplexity", keep_in_memory=True)
     samples = 0
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "evaluate"):  # a bar on the main process
         with torch.no_grad():
             # Without labels the model does not compute its own (unused) mean loss.
             logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
@@ -620,6 +621,32 @@ def evaluate(model, dataloader, accelerator):
         samples += len(counts)
         metric.add_batch(loss_sums=sums.double().cpu().numpy(), token_counts=counts.cpu().numpy())
     return {**metric.compute(), "samples": samples}
+
+
+def unigram_baseline(train_dataset, eval_dataset, eval_collator, vocab_size):
+    """The trivial baseline of masked language modelling: the unigram perplexity of exactly the masked validation
+    tokens that `evaluate` scores (the evaluation collator masks each example from its own seed, so collating the
+    validation set again gives the same masks), each predicted with its add-one smoothed frequency among the
+    training tokens that can be masked (special tokens excluded; `common.reporting.unigram_perplexity`).
+
+    Args:
+        train_dataset, eval_dataset: `MaskSeededDataset`s (train None in an evaluation-only run: no baseline).
+        vocab_size: `len(tokenizer)`.
+
+    Returns:
+        {"baseline": "unigram ...", "eval_baseline_perplexity": float}; {} without training data.
+    """
+    if train_dataset is None:
+        return {}
+    rows = train_dataset.dataset.select_columns(["input_ids", "special_tokens_mask"])
+    train_ids = [np.asarray(ids)[np.asarray(special) == 0] for ids, special in
+                 zip(rows["input_ids"], rows["special_tokens_mask"])]
+    masked = []
+    for start in range(0, len(eval_dataset), 256):
+        labels = eval_collator([eval_dataset[i] for i in range(start, min(start + 256, len(eval_dataset)))])["labels"]
+        masked += labels[labels != -100].tolist()
+    perplexity = unigram_perplexity(train_ids, masked, vocab_size)
+    return baseline_results("unigram (training-token frequencies, add-one smoothed)", {"perplexity": perplexity})
 
 
 def load_model_and_tokenizer(args):
@@ -784,6 +811,7 @@ def training_function(args):
     # The transformers example's `perplexity` key, and what defines the masked tokens that were scored.
     results.update(perplexity=eval_metrics["perplexity"], max_seq_length=max_seq_length,
                    eval_mask_seed=args.eval_mask_seed, mlm_head_from_checkpoint=mlm_head_from_checkpoint)
+    results.update(unigram_baseline(train_dataset, eval_dataset, eval_collator, len(tokenizer)))
     run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
     run.end(results)  # all_results.json again, Hub push, end the trackers
     return results

@@ -37,6 +37,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import majority_baseline, progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
@@ -414,7 +415,7 @@ def predict(model, dataloader, accelerator, metric=None):
     """
     model.eval()
     all_predictions = []
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "evaluate" if metric is not None else "predict"):
         with torch.no_grad():
             logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits  # (batch, num_choices)
         if "labels" in batch:
@@ -553,6 +554,10 @@ def training_function(args):
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics, eval_predictions = evaluate(model, eval_dataloader, accelerator)
     results = run.results(eval_metrics)
+    eval_labels = eval_dataset["labels"]  # "baseline", eval_baseline_accuracy: always the majority label's choice
+    results.update(majority_baseline(train_dataset["labels"] if train_dataset is not None else None, eval_labels,
+                                     lambda p: load_metric("accuracy", keep_in_memory=True).compute(
+                                         predictions=p, references=eval_labels), describe=lambda i: f"choice {i}"))
     run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
     # `index<TAB>prediction` lines, the prediction being the chosen choice's 0-based index.

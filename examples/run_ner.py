@@ -43,6 +43,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import majority_baseline, progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.conll import CONLL_EXTENSIONS, JSON_EXTENSIONS, detect_format, iob1_to_iob2, read_conll, tag_scheme
@@ -528,7 +529,7 @@ def predict(model, dataloader, accelerator, word_ids, num_words, id2label, metri
     """
     model.eval()
     predictions = [None] * len(word_ids)
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "evaluate" if metric is not None else "predict"):
         example_index = batch.pop("example_index")
         with torch.no_grad():
             logits = model(**batch).logits
@@ -588,6 +589,30 @@ def evaluate(model, dataloader, accelerator, word_ids, references, scheme, retur
     metrics, predictions = score_tags(model, dataloader, accelerator, word_ids, references, scheme,
                                       return_entity_level_metrics)
     return {**metrics, "samples": len(predictions), "words": sum(len(tags) for tags in references)}
+
+
+def majority_tag_baseline(raw_datasets, label_column, references, scheme):
+    """The trivial baseline of tagging: the training set's most frequent tag (`O` for NER) on every validation
+    word, scored by the seqeval module as `evaluate` scores the model: entity precision, recall and F1 are 0
+    (no entity predicted), accuracy is the share of words with that tag.
+
+    Args:
+        raw_datasets: the word-level splits ("train" gives the tag counts; without it, in an evaluation-only run,
+            the validation set's own most frequent tag); references: per validation sentence, its gold tags.
+
+    Returns:
+        {"baseline": "majority class of the training set (O on every word)", "eval_baseline_accuracy", ...}.
+    """
+    train_tags = [tag for tags in raw_datasets["train"][label_column] for tag in tags] if "train" in raw_datasets \
+        else None
+
+    def score(predicted):  # the same tag for every word
+        metric = load_metric("seqeval", keep_in_memory=True)
+        return metric.compute(predictions=[[predicted[0]] * len(tags) for tags in references],
+                              references=references, scheme=scheme)
+
+    flat = [tag for tags in references for tag in tags]
+    return majority_baseline(train_tags, flat, score, describe=lambda tag: f"{tag} on every word")
 
 
 def predict_test_split(model, dataloader, accelerator, test_dataset, word_ids, text_column, label_column, scheme,
@@ -704,6 +729,7 @@ def training_function(args):
         eval_metrics = evaluate(model, eval_dataloader, accelerator, eval_word_ids, eval_references, scheme,
                                 args.return_entity_level_metrics)
     results = run.results(eval_metrics)
+    results.update(majority_tag_baseline(raw_datasets, label_column, eval_references, scheme))  # all-O
     run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
     if predict_dataset is not None:

@@ -20,7 +20,6 @@ evaluation scripts (with the HasAns/NoAns breakdown for v2.0), through the 🤗 
 """
 
 import argparse
-import dataclasses
 
 import datasets
 import torch
@@ -44,6 +43,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_squad_predictions
@@ -107,7 +107,7 @@ def parse_args(argv=None):
     task.add_argument(
         "--do_predict",
         action="store_true",
-        help="Also predict the --test_file (or the Hub dataset's test split) and write predict_predictions.json.",
+        help="Also predict the Hub dataset's test split and write predict_predictions.json (implied by --test_file).",
     )
     args = parser.parse_args(argv)
     if args.model_name_or_path is None:
@@ -138,6 +138,8 @@ def validate_qa_args(args):
             f"--doc_stride {args.doc_stride} must be smaller than --max_seq_length {args.max_seq_length} (it is the "
             "number of context tokens two consecutive features share)."
         )
+    if args.test_file is not None:  # a test file given is a test file to predict (it used to be ignored silently)
+        args.do_predict = True
     if args.do_predict and args.dataset_name is None and args.test_file is None:
         raise ValueError("--do_predict needs --test_file (or a --dataset_name with a test split).")
     # Features are padded per batch (dynamic padding) unless --pad_to_max_length pads them all to one length;
@@ -442,12 +444,13 @@ def load_model_and_tokenizer(args):
 # Evaluation loop
 
 
-def gather_logits(model, dataloader, accelerator, pad_first=False):
+def gather_logits(model, dataloader, accelerator, pad_first=False, desc="evaluate"):
     """Runs the model over `dataloader` and gathers start/end logits from every process.
 
     Each process's batch is padded to its own longest feature, so before gathering the sequence
     dimension is padded to the longest across processes with -100 (on the same side as the
     tokenizer pads); `gather_for_metrics` then drops the features the distributed sampler repeated.
+    `desc` labels the main process's progress bar ("evaluate" / "predict").
 
     Returns:
         (start_rows, end_rows): lists of 1-D float32 numpy arrays, one per feature in dataset order,
@@ -455,7 +458,7 @@ def gather_logits(model, dataloader, accelerator, pad_first=False):
     """
     model.eval()
     start_rows, end_rows = [], []
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, desc):  # a bar on the main process
         with torch.no_grad():
             outputs = model(**batch)
         start_logits = accelerator.pad_across_processes(outputs.start_logits, dim=1, pad_index=-100,
@@ -504,7 +507,8 @@ def evaluate(model, dataloader, accelerator, examples, features, args, pad_first
         have gold answers: v1.1 {"exact_match", "f1"}; v2.0 {"exact", "f1", "total", "HasAns_*", "NoAns_*",
         "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}; scores in percent.
     """
-    start_rows, end_rows = gather_logits(model, dataloader, accelerator, pad_first)
+    start_rows, end_rows = gather_logits(model, dataloader, accelerator, pad_first,
+                                         "evaluate" if with_metrics else "predict")
     lengths = [len(ids) for ids in features["input_ids"]]
     start_rows, end_rows = trim_padding(start_rows, lengths, pad_first), trim_padding(end_rows, lengths, pad_first)
     predictions, nbest, null_odds = postprocess_qa_predictions(
@@ -513,11 +517,7 @@ def evaluate(model, dataloader, accelerator, examples, features, args, pad_first
     )
     metrics = None
     if with_metrics:
-        references = [
-            {"id": e["id"], "answers": {"text": e[args.answer_column_name]["text"],
-                                        "answer_start": e[args.answer_column_name]["answer_start"]}}
-            for e in examples
-        ]
+        references = gold_references(examples, args)
         if args.version_2_with_negative:
             metric = load_metric("squad_v2", keep_in_memory=True)
             formatted = [{"id": qid, "prediction_text": text, "no_answer_probability": null_odds[qid]}
@@ -529,6 +529,31 @@ def evaluate(model, dataloader, accelerator, examples, features, args, pad_first
             formatted = [{"id": qid, "prediction_text": text} for qid, text in predictions.items()]
             metrics = metric.compute(predictions=formatted, references=references)
     return metrics, predictions, nbest, null_odds
+
+
+def gold_references(examples, args):
+    """The SQuAD metric modules' references: [{"id", "answers": {"text", "answer_start"}}], one per example."""
+    return [{"id": e["id"], "answers": {"text": e[args.answer_column_name]["text"],
+                                        "answer_start": e[args.answer_column_name]["answer_start"]}}
+            for e in examples]
+
+
+def no_answer_baseline(examples, args):
+    """The trivial baseline of SQuAD v2.0: "no answer" for every question, scored by the squad_v2 module as
+    `evaluate` scores the model: exact = F1 = the percentage of unanswerable questions. v1.1 (every question has
+    an answer) has no such constant answer: no baseline.
+
+    Returns:
+        {"baseline": "no answer for every question", "eval_baseline_exact", "eval_baseline_f1"} for v2.0, else {}.
+    """
+    if not args.version_2_with_negative:
+        return {}
+    metric = load_metric("squad_v2", keep_in_memory=True)
+    metrics = metric.compute(
+        predictions=[{"id": e["id"], "prediction_text": "", "no_answer_probability": 1.0} for e in examples],
+        references=gold_references(examples, args), no_answer_threshold=args.null_score_diff_threshold,
+    )
+    return baseline_results("no answer for every question", {"exact": metrics["exact"], "f1": metrics["f1"]})
 
 
 def has_gold_answers(examples, args):
@@ -610,9 +635,7 @@ def training_function(args):
         enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
     # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
-    plan = plan_training_steps(args, train_dataloader, accelerator)
-    if train_dataloader is None:  # no training data: evaluate (and predict) only
-        plan = dataclasses.replace(plan, max_train_steps=0, num_train_epochs=0)
+    plan = plan_training_steps(args, train_dataloader, accelerator)  # no training data: evaluate (and predict) only
     lr_scheduler = build_lr_scheduler(
         optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
@@ -659,6 +682,7 @@ def training_function(args):
         )
     results = run.results(eval_metrics)
     results.update(eval_samples=len(eval_examples), eval_features=len(eval_features))  # questions, features
+    results.update(no_answer_baseline(eval_examples, args))  # v2.0: "baseline", eval_baseline_exact / _f1
     run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
     if accelerator.is_main_process:

@@ -38,6 +38,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_text_predictions
@@ -225,10 +226,11 @@ def lead3_rouge(documents, references):
         documents, references: lists of N strings (the raw validation documents and summaries).
 
     Returns:
-        {"eval_lead3_rouge1", "eval_lead3_rouge2", "eval_lead3_rougeL", "eval_lead3_rougeLsum"}: 0-100 scale.
+        {"baseline": "lead-3 (the document's first 3 sentences)", "eval_baseline_rouge1", "eval_baseline_rouge2",
+        "eval_baseline_rougeL", "eval_baseline_rougeLsum"}: 0-100 scale.
     """
     lead = compute_rouge([lead_sentences(document) for document in documents], references)
-    return {f"eval_lead3_{k}": v for k, v in lead.items()}
+    return baseline_results("lead-3 (the document's first 3 sentences)", lead)
 
 
 def preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accelerator):
@@ -323,7 +325,7 @@ def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
     metric = load_metric("rouge", keep_in_memory=True)
     model.eval()
     summaries, lengths = [], []
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "generate"):  # a bar on the main process
         # Padded across processes by generate_batch; gather_for_metrics drops the sampler's repeated examples.
         generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
         lengths += generated_lengths(generated.cpu(), tokenizer.eos_token_id, tokenizer.pad_token_id)

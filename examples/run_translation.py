@@ -52,6 +52,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_text_predictions
@@ -615,18 +616,21 @@ def compute_metrics(predictions, references):
     return load_metric("sacrebleu", keep_in_memory=True).compute(predictions=predictions, references=references)
 
 
-def copy_source_bleu(validation, source_key, target_key):
-    """Baseline: BLEU of the source sentences themselves as translations (names and numbers often carry over),
-    the floor a trained model must clear.
+def copy_source_baseline(validation, source_key, target_key):
+    """The trivial baseline of translation: the source sentences themselves as translations (names and numbers
+    often carry over), the floor a trained model must clear.
 
     Args:
-        validation: the raw validation `Dataset` (`translation` column of {language: text} dicts).
+        validation: the raw validation `Dataset` (`translation` column of {language: text} dicts), the pairs
+            `evaluate` scores.
 
     Returns:
-        float, sacreBLEU corpus BLEU on a 0-100 scale (see `compute_metrics`).
+        {"baseline": "copy the source sentence", "eval_baseline_bleu", "eval_baseline_chrf"}: sacreBLEU corpus
+        BLEU and chrF on a 0-100 scale (see `compute_metrics`).
     """
     pairs = validation["translation"]
-    return compute_metrics([pair[source_key] for pair in pairs], [pair[target_key] for pair in pairs])["bleu"]
+    metrics = compute_metrics([pair[source_key] for pair in pairs], [pair[target_key] for pair in pairs])
+    return baseline_results("copy the source sentence", metrics)
 
 
 def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
@@ -645,7 +649,7 @@ def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
     metric = load_metric("sacrebleu", keep_in_memory=True)
     model.eval()
     translations, lengths = [], []
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "generate"):  # a bar on the main process
         # Padded across processes by generate_batch; gather_for_metrics drops the sampler's repeated examples.
         generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
         lengths += generated_lengths(generated.cpu(), tokenizer.eos_token_id, tokenizer.pad_token_id)
@@ -772,7 +776,7 @@ def training_function(args):
                                               eval_references)
     results = run.results(eval_metrics)
     results["eval_samples"] = len(eval_dataset)
-    results["eval_copy_source_bleu"] = copy_source_bleu(raw_datasets["validation"], source_key, target_key)
+    results.update(copy_source_baseline(raw_datasets["validation"], source_key, target_key))  # eval_baseline_*
     run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
     if accelerator.is_main_process:

@@ -13,6 +13,7 @@ from accelerate.utils import DistributedType
 from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
+from ..reporting import progress_bar
 from .config_overrides import apply_config_overrides
 
 logger = get_logger(__name__)
@@ -207,7 +208,7 @@ def generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs):
     """
     model.eval()
     texts, lengths = [], []
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "generate"):
         generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
         generated = generated.cpu()
         lengths += generated_lengths(generated, tokenizer.eos_token_id, tokenizer.pad_token_id)

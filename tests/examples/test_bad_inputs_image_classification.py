@@ -255,3 +255,28 @@ def test_validation_folder_class_never_seen_in_training(images, finished_run, tm
     assert_rejected(SCRIPT_MAIN, base(train, validation, finished_run, data="dir"),
                     r"--validation_dir .*validation: label\(s\) \['blue'\] never occur in --train_dir .*train "
                     r"\(labels there: \['green', 'red'\]\)", finished_run, capsys)
+
+
+@pytest.mark.parametrize("case", ["no_image_column", "unknown_label", "unreadable_image", "empty_path"])
+def test_bad_test_file(case, images, csv_files, finished_run, tmp_path, capsys):
+    """--test_file is checked before the first step: its image column, its labels (when it has them) against the
+    training classes, every image (a prediction is due for every row), every path."""
+    root, written = images
+    rows = {"no_image_column": "file,label\nred/0.png,red\n",
+            "unknown_label": listing([written[0], ("red/1.png", "purple")]),
+            "unreadable_image": "image\n" + "".join(f"{path}\n" for path, _ in written[:2]) + "red/none.png\n",
+            "empty_path": 'image\nred/0.png\n""\n'}[case]
+    expected = {
+        "no_image_column": r"--test_file .*test\.csv: missing column\(s\) \['image'\]",
+        "unknown_label": r"--test_file .*test\.csv, row 1: label 'purple' in column 'label' is not one of the classes "
+                         r"\[.*'blue', 'green', 'red'.*\] \(1 such rows\); drop the column to predict without scoring",
+        "unreadable_image": r"--test_file .*test\.csv: 1 unreadable image\(s\):\n  row 2: .*red/none\.png: image file "
+                            r"not found\.\nEvery test row gets a prediction",
+        "empty_path": r"--test_file .*test\.csv, row 1: column 'image' holds (None|''); expected an image file path",
+    }[case]
+    test_file = write(root, "test.csv", rows)
+    try:
+        argv = base(csv_files["train"], csv_files["validation"], finished_run, "--test_file", test_file)
+        assert_rejected(SCRIPT_MAIN, argv, expected, finished_run, capsys)
+    finally:
+        test_file.unlink()

@@ -6,6 +6,7 @@ import json
 import math
 import random
 import shutil
+from collections import Counter
 
 import pytest
 import torch
@@ -112,6 +113,8 @@ def test_from_scratch_perplexity_falls_far_below_untrained(trained, untrained):
     assert results["perplexity"] < 12
     assert results["perplexity"] < untrained["perplexity"] / 20
     assert results["perplexity"] == pytest.approx(math.exp(results["eval_loss"]))
+    # Word frequencies alone (the unigram baseline) sit between the untrained model and the trained one.
+    assert results["perplexity"] * 3 < results["eval_baseline_perplexity"] < untrained["perplexity"]
     # train_loss averages all the micro-batches: far below the untrained loss, above the final eval loss.
     assert results["eval_loss"] < results["train_loss"] < untrained["eval_loss"]
     assert results["sample_text"].startswith("the cat")
@@ -131,6 +134,23 @@ def test_every_block_has_block_size_tokens(trained, corpus):
     assert results["eval_tokens"] == corpus["validation_blocks"] * (BLOCK_SIZE - 1)
     loss, _ = exact_validation_loss(output_dir, corpus)
     assert results["eval_loss"] == pytest.approx(loss, rel=1e-5)
+    # The trivial baseline, by hand: each scored validation token predicted by its add-one smoothed frequency in
+    # the training blocks.
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    vocab_size = json.loads((output_dir / "config.json").read_text())["vocab_size"]
+
+    def block_ids(path):
+        ids = [i for line in path.read_text().splitlines() for i in tokenizer(line + "\n")["input_ids"]]
+        return [ids[start:start + BLOCK_SIZE] for start in range(0, len(ids) // BLOCK_SIZE * BLOCK_SIZE, BLOCK_SIZE)]
+
+    counts = Counter(i for block in block_ids(corpus["train"]) for i in block)
+    total = sum(counts.values())
+    scored = [i for block in block_ids(corpus["validation"]) for i in block[1:]]
+    log_sum = sum(math.log((counts[i] + 1) / (total + vocab_size)) for i in scored)
+    assert results["baseline"] == "unigram (training-token frequencies, add-one smoothed)"
+    assert results["eval_baseline_perplexity"] == pytest.approx(math.exp(-log_sum / len(scored)), rel=1e-9)
 
 
 def test_two_processes_score_exactly_the_validation_tokens(corpus, untrained, tmp_path):

@@ -4,6 +4,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def trained_run(tmp_path_factory, tiny_bert, classification_data):
     return out, rows
 
 
-def test_single_process_learns_and_writes_outputs(trained_run):
+def test_single_process_learns_and_writes_outputs(trained_run, classification_data):
     out, rows = trained_run
     results = read_results(out)
     assert results["eval_accuracy"] >= 0.9  # an untrained model scores about 0.5 on this balanced set
@@ -63,6 +64,21 @@ def test_single_process_learns_and_writes_outputs(trained_run):
     lines = (out / "predict_results.txt").read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == len(rows) + 1
     assert [line.split("\t")[1] for line in lines[1:]] == [str(p) for p in predicted]
+
+    # The trivial baseline, by hand: the training file's majority class, scored on the validation rows.
+    with open(classification_data["train"]) as f:
+        train_labels = [r["label"] for r in csv.DictReader(f)]
+    majority = max(sorted(set(train_labels)), key=train_labels.count)
+    assert results["baseline"] == f"majority class of the training set ({majority})"
+    assert results["eval_baseline_accuracy"] == pytest.approx(sum(r["label"] == majority for r in rows) / len(rows))
+    assert 0.3 < results["eval_baseline_accuracy"] < 0.7  # this balanced set: the model beats it by far
+    assert "eval_baseline_f1" in results
+    # README "Using the result": the saved output_dir is a text-classification pipeline, offline.
+    from transformers import pipeline
+
+    classifier = pipeline("text-classification", model=str(out), device=-1)
+    piped = classifier([{"text": r["sentence1"], "text_pair": r["sentence2"]} for r in rows])
+    assert [p["label"] for p in piped] == [str(p) for p in predicted]
 
 
 def test_two_processes_learn_scores_every_example_and_schedule_is_exact(tmp_path, tiny_bert, classification_data):
@@ -150,10 +166,19 @@ def test_evaluation_only_gives_identical_metrics_on_1_and_2_processes(tmp_path, 
     metrics = []
     for processes in (1, 2):
         eval_out = tmp_path / f"eval_{processes}"
-        launch("run_glue.py", ["--model_name_or_path", out, *data_args(data), "--max_train_steps", "0",
-                               "--per_device_eval_batch_size", "4", "--output_dir", eval_out], num_processes=processes)
+        # 2 processes: no --train_file at all (evaluation only without --max_train_steps 0; it used to announce
+        # "Running training ... Num examples = 0" and crash).
+        data_flags = data_args(data) + ["--max_train_steps", "0"] if processes == 1 else \
+            ["--validation_file", data["validation"]]
+        output = launch("run_glue.py", ["--model_name_or_path", out, *data_flags, "--per_device_eval_batch_size",
+                                        "4", "--output_dir", eval_out], num_processes=processes).stdout
         metrics.append(read_results(eval_out))
         assert not (eval_out / "model.safetensors").exists()  # evaluation only: nothing saved but results
+        # The banner says what the run does; an evaluation bar, no training bar; the summary says it.
+        assert "***** Evaluation only: no training steps;" in output and "Running training" not in output, output
+        assert "evaluate: " in output and "train: " not in output
+        assert re.search(r"trained +no \(evaluation only\)", output.split("***** Summary *****")[1])
+    assert metrics[1]["baseline"].startswith("majority class of the validation set")  # no training labels
     assert metrics[0]["eval_samples"] == metrics[1]["eval_samples"] == 37
     assert metrics[0]["eval_accuracy"] == metrics[1]["eval_accuracy"]
     assert metrics[0]["eval_f1"] == metrics[1]["eval_f1"]

@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -96,6 +97,24 @@ def image_data(tmp_path_factory):
             "corrupt": ["red/empty.png", "blue/truncated.png"]}
 
 
+def test_listing(image_data, labelled):
+    """A --test_file listing of the 21 validation images (paths relative to it), in folder order, with or without
+    their class names in a `label` column. Returns its path."""
+    root = image_data["root"]
+    rows = [{"image": str(path.relative_to(root)), **({"label": name} if labelled else {})}
+            for path, name in image_data["validation"]]
+    path = root / f"test_{'labelled' if labelled else 'unlabelled'}.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def read_predictions(output_dir):
+    lines = (Path(output_dir) / "predict_results.txt").read_text().splitlines()
+    assert lines[0] == "index\tprediction"
+    assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(len(lines) - 1)]
+    return [line.split("\t")[1] for line in lines[1:]]
+
+
 @pytest.fixture(scope="module")
 def two_process_run(image_data, tmp_path_factory):
     """Trains the tiny ViT on 2 processes, dropping the 2 unreadable images, with a checkpoint every 4 steps."""
@@ -103,7 +122,7 @@ def two_process_run(image_data, tmp_path_factory):
     args = [
         "--train_dir", image_data["root"] / "train", "--validation_dir", image_data["root"] / "validation",
         *TINY_VIT, *COMMON, "--num_train_epochs", "4", "--checkpointing_steps", "4", "--skip_corrupt_images",
-        "--output_dir", output_dir, "--overwrite_output_dir",
+        "--test_file", test_listing(image_data, labelled=False), "--output_dir", output_dir, "--overwrite_output_dir",
     ]
     result = launch(SCRIPT, args, num_processes=2)
     return {"args": args, "output_dir": output_dir, "stdout": result.stdout, "results": read_results(output_dir)}
@@ -120,6 +139,24 @@ def test_two_processes_learn_every_image_mode(two_process_run, image_data):
     for name in image_data["corrupt"]:  # the warning names each skipped file
         assert name in two_process_run["stdout"]
     assert "skipping 2 unreadable image(s)" in two_process_run["stdout"]
+    # The trivial baseline: the training set's majority class (24 readable images per class once the 2 unreadable
+    # extras are dropped: a tie, so the smallest id, blue) scores its 7 of the 21 validation images.
+    assert results["baseline"] == "majority class of the training set (blue)"
+    assert results["eval_baseline_accuracy"] == pytest.approx(7 / 21)
+    assert "train_tokens_per_second" not in results and "train_padding_fraction" not in results  # no tokens
+    # Unlabelled --test_file (the validation images): one prediction per row, file order, gathered from 2
+    # processes; mostly right (the model scores >= 0.7 on the same images).
+    predictions = read_predictions(two_process_run["output_dir"])
+    truth = [name for _, name in image_data["validation"]]
+    assert len(predictions) == 21 and results["predict_samples"] == 21 and "predict_accuracy" not in results
+    assert sum(p == t for p, t in zip(predictions, truth)) / 21 == pytest.approx(results["eval_accuracy"])
+    # The summary table names the metric and its baseline, the speed and where the outputs are.
+    summary = two_process_run["stdout"].split("***** Summary *****", 1)[1]
+    assert re.search(r"eval_accuracy +\d\.\d{4}   0\.3333\n", summary), summary
+    assert "baseline: majority class of the training set (blue)" in summary
+    assert re.search(r"time +[\d.]+ s, [\d.]+ training samples/s", summary), summary
+    assert re.search(rf"predictions +{re.escape(str(two_process_run['output_dir'] / 'predict_results.txt'))}\n",
+                     summary), summary
 
 
 def test_saved_model_config_and_processor_load(two_process_run):
@@ -156,14 +193,25 @@ def test_resume_mid_training_gives_the_same_weights(two_process_run, tmp_path):
 
 
 def test_evaluation_only_on_one_process_matches(two_process_run, image_data, tmp_path):
-    """--max_train_steps 0 with the saved model scores the same 21 images with the same accuracy."""
+    """--max_train_steps 0 with the saved model scores the same 21 images with the same accuracy; a labelled
+    --test_file of the same images is predicted as the 2-process run predicted them, and scored."""
     args = ["--model_name_or_path", two_process_run["output_dir"], "--validation_dir",
-            image_data["root"] / "validation", "--max_train_steps", "0", "--output_dir", tmp_path / "eval"]
-    launch(SCRIPT, args, num_processes=1)
+            image_data["root"] / "validation", "--max_train_steps", "0", "--output_dir", tmp_path / "eval",
+            "--test_file", test_listing(image_data, labelled=True)]
+    output = launch(SCRIPT, args, num_processes=1).stdout
     results = read_results(tmp_path / "eval")
     assert results["eval_samples"] == 21
     assert results["eval_accuracy"] == two_process_run["results"]["eval_accuracy"]
     assert not (tmp_path / "eval" / "model.safetensors").exists()
+    assert results["predict_accuracy"] == results["eval_accuracy"] and results["predict_samples"] == 21
+    assert read_predictions(tmp_path / "eval") == read_predictions(two_process_run["output_dir"])
+    # No training data: the validation set's own majority (a 7/7/7 tie: the smallest id, blue).
+    assert results["baseline"] == "majority class of the validation set (blue)"
+    assert results["eval_baseline_accuracy"] == pytest.approx(7 / 21)
+    # The banner says what the run does; bars for evaluation and prediction, none for training.
+    assert "***** Evaluation only: no training steps;" in output and "Running training" not in output
+    assert "evaluate: " in output and "predict: " in output and "train: " not in output
+    assert re.search(r"trained +no \(evaluation only\)", output.split("***** Summary *****", 1)[1])
 
 
 def test_unreadable_image_stops_the_run_naming_the_files(image_data, tmp_path):

@@ -5,6 +5,7 @@ byte-level BPE tokenizer."""
 
 import math
 import shutil
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -111,7 +112,7 @@ def test_eval_loss_equals_a_recomputation_one_example_at_a_time(trained, corpus)
     model = AutoModelForMaskedLM.from_pretrained(output_dir).eval()
     ids = [i for line in corpus["lines"]["validation"] for i in tokenizer(line, add_special_tokens=False)["input_ids"]]
     random_ids = np.array([i for i in range(len(tokenizer)) if i not in set(tokenizer.all_special_ids)])
-    total, count = 0.0, 0
+    total, count, masked = 0.0, 0, []
     for index, begin in enumerate(range(0, len(ids), MAX_SEQ_LENGTH - 2)):
         block = [tokenizer.cls_token_id] + ids[begin:begin + MAX_SEQ_LENGTH - 2] + [tokenizer.sep_token_id]
         special = [1] + [0] * (len(block) - 2) + [1]
@@ -123,8 +124,17 @@ def test_eval_loss_equals_a_recomputation_one_example_at_a_time(trained, corpus)
         labels = torch.tensor(labels)
         total += F.cross_entropy(logits, labels, ignore_index=-100, reduction="sum").item()
         count += int((labels != -100).sum())
+        masked += labels[labels != -100].tolist()
     assert count == results["eval_tokens"]
     assert results["eval_loss"] == pytest.approx(total / count, rel=1e-5)
+    # The trivial baseline, by hand: the same masked tokens, each predicted by its add-one smoothed frequency
+    # among the training text tokens ([CLS]/[SEP] are never masked, so not counted).
+    counts = Counter(i for line in corpus["lines"]["train"]
+                     for i in tokenizer(line, add_special_tokens=False)["input_ids"])
+    n, vocab = sum(counts.values()), len(tokenizer)
+    expected = math.exp(-sum(math.log((counts[i] + 1) / (n + vocab)) for i in masked) / len(masked))
+    assert results["baseline"] == "unigram (training-token frequencies, add-one smoothed)"
+    assert results["eval_baseline_perplexity"] == pytest.approx(expected, rel=1e-9)
 
 
 def test_resume_from_step_checkpoint_equals_uninterrupted_run(trained, corpus, tmp_path):

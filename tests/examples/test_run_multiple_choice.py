@@ -109,7 +109,7 @@ def predictions_of(path):
     return [int(line.split("\t")[1]) for line in lines[1:]]
 
 
-def test_single_process_learns_and_writes_predictions(trained_run):
+def test_single_process_learns_and_writes_predictions(trained_run, mc_data):
     out, rows = trained_run
     results = read_results(out)
     assert results["eval_accuracy"] >= 0.9  # chance: 0.25
@@ -133,6 +133,13 @@ def test_single_process_learns_and_writes_predictions(trained_run):
     assert predictions_of(out / "predict_results.txt") == chosen  # the same rows without labels
     accuracy = sum(c == int(r["label"]) for c, r in zip(chosen, rows)) / len(rows)
     assert accuracy == pytest.approx(results["eval_accuracy"])
+    # The trivial baseline, by hand: always the training set's most frequent label position.
+    with open(mc_data["train"], newline="") as f:
+        train_labels = [int(r["label"]) for r in csv.DictReader(f)]
+    majority = max(sorted(set(train_labels)), key=train_labels.count)
+    assert results["baseline"] == f"majority class of the training set (choice {majority})"
+    expected = sum(int(r["label"]) == majority for r in rows) / len(rows)
+    assert results["eval_baseline_accuracy"] == pytest.approx(expected)
 
 
 def test_evaluation_only_on_2_processes_repeats_the_predictions(trained_run, mc_data, tmp_path):

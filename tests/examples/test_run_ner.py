@@ -136,6 +136,30 @@ def test_train_json_lines_one_process(tmp_path, ner_data, tiny_ner_bert, untrain
     assert results["eval_PER_number"] == gold_per
     config = json.loads((tmp_path / "config.json").read_text())
     assert sorted(config["label2id"]) == ["B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER", "O"]
+    # The trivial baseline, by hand: "O" (the training set's most frequent tag) on every validation word finds no
+    # entity (precision, recall, F1 0) and gets the share of O words right.
+    words = [w for sentence in splits["validation"] for w in sentence]
+    assert results["baseline"] == "majority class of the training set (O on every word)"
+    assert results["eval_baseline_f1"] == 0.0 and results["eval_baseline_recall"] == 0.0
+    assert results["eval_baseline_accuracy"] == pytest.approx(sum(w[2] == "O" for w in words) / len(words))
+    # README "Using the result": the saved output_dir is a token-classification pipeline, offline; it finds most
+    # of the validation names (the model's entity F1 is above 0.6).
+    from transformers import pipeline
+
+    tagger = pipeline("token-classification", model=str(tmp_path), aggregation_strategy="simple", device=-1)
+    found = gold = 0
+    for sentence in splits["validation"][:20]:
+        entities = {(e["entity_group"], e["word"].lower()) for e in tagger(" ".join(w[0] for w in sentence))}
+        spans, current = [], None
+        for token, _, tag in sentence:
+            if tag.startswith("B-"):
+                current = [tag[2:], [token]]
+                spans.append(current)
+            elif tag.startswith("I-"):
+                current[1].append(token)
+        gold += len(spans)
+        found += sum((kind, " ".join(tokens).lower()) in entities for kind, tokens in spans)
+    assert found / gold > 0.5, (found, gold)
 
 
 def test_two_processes_conll_iob1_label_all_tokens_and_resume(tmp_path, ner_data, tiny_ner_bert, untrained_f1):

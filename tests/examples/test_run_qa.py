@@ -164,6 +164,11 @@ def test_v2_two_processes_predict_without_tracking(tmp_path, tiny_qa_bert, qa_da
     # Untrained: about 2% on answerable questions; always-null scores 0 on them and 100 on NoAns.
     assert results["eval_HasAns_exact"] >= 60 and results["eval_NoAns_exact"] >= 60
     assert results["eval_exact"] >= 70
+    # The trivial baseline, by hand: "no answer" everywhere is right exactly on the unanswerable questions.
+    assert results["baseline"] == "no answer for every question"
+    assert results["eval_baseline_exact"] == results["eval_baseline_f1"] == pytest.approx(
+        100 * (len(rows) - has_answer) / len(rows))
+    assert results["eval_exact"] > results["eval_baseline_exact"]
     for prefix in ("", "predict_"):
         predictions = json.loads((out / f"{prefix}predictions.json").read_text())
         null_odds = json.loads((out / f"{prefix}null_odds.json").read_text())

@@ -182,7 +182,7 @@ def test_bart_learns_to_summarize_on_one_process(data, tmp_path):
     assert results["eval_rouge1"] == pytest.approx(run_summarization.compute_rouge(lines, references)["rouge1"])
     untrained = run_summarization.compute_rouge(greedy_summaries(data["model"], documents), references)
     assert results["eval_rouge1"] > untrained["rouge1"] + 30
-    assert results["eval_rougeL"] > results["eval_lead3_rougeL"] + 20
+    assert results["eval_rougeL"] > results["eval_baseline_rougeL"] + 20
     assert results["train_steps"] == 8 * 40
 
 
@@ -196,7 +196,7 @@ def test_two_processes_one_summary_per_document_and_test_file(data, tmp_path):
                                             "--ddp_find_unused_parameters", batch_size=8), num_processes=2)
     results = read_results(tmp_path / "out")
     assert len(prediction_lines(tmp_path / "out")) == N_VALIDATION == results["eval_samples"]
-    assert results["eval_rougeL"] > results["eval_lead3_rougeL"] + 20
+    assert results["eval_rougeL"] > results["eval_baseline_rougeL"] + 20
     predicted = (tmp_path / "out" / "predict_generated_predictions.txt").read_text().split("\n")[:-1]
     assert len(predicted) == 21 == results["predict_samples"]
     assert results["predict_rouge1"] == pytest.approx(

@@ -166,7 +166,7 @@ def test_evaluation_only_scores_the_untrained_model_exactly(untrained_t5, tiny_t
     assert lines == greedy_translations(tiny_t5, list(sources))
     assert results["eval_samples"] == N_VALIDATION
     assert results["eval_bleu"] == pytest.approx(bleu(lines, list(references)))
-    assert results["eval_copy_source_bleu"] == pytest.approx(bleu(list(sources), list(references)))
+    assert results["eval_baseline_bleu"] == pytest.approx(bleu(list(sources), list(references)))
     assert results["eval_bleu"] < 5
 
 
@@ -180,7 +180,7 @@ def test_t5_learns_the_lexicon_on_one_process(untrained_t5, tiny_t5, data, tmp_p
     # 16 epochs of 640 pairs in batches of 16.
     assert results["train_steps"] == 16 * 40 and results["train_samples"] == 16 * 640
     assert results["eval_bleu"] > untrained["eval_bleu"] + 20
-    assert results["eval_bleu"] > results["eval_copy_source_bleu"] + 20
+    assert results["eval_bleu"] > results["eval_baseline_bleu"] + 20
     assert results["eval_chrf"] > untrained["eval_chrf"] + 20
     sources, references = zip(*data["pairs"]["validation"])
     lines = prediction_lines(tmp_path)
@@ -257,7 +257,7 @@ def test_two_processes_write_one_translation_per_validation_pair(bart_two_proces
     assert results["eval_bleu"] == pytest.approx(bleu(lines, list(references)))
     untrained_bleu = bleu(greedy_translations(tiny_bart, list(sources)), list(references))
     assert results["eval_bleu"] > untrained_bleu + 20
-    assert results["eval_bleu"] > results["eval_copy_source_bleu"] + 20
+    assert results["eval_bleu"] > results["eval_baseline_bleu"] + 20
     assert results["train_steps"] == BART_2PROC_EPOCHS * 40
     # Both processes group the same batches of 8 and take every other one: together they see every batch
     # of the grouped order of each epoch once (fp32: no rounding of the padded length).
@@ -306,7 +306,7 @@ def test_speed_switches_group_by_length_fused_adamw_bf16_label_smoothing(data, t
     launch("run_translation.py", args)
     results = read_results(tmp_path)
     assert results["train_steps"] == 16 * 40
-    assert results["eval_bleu"] > results["eval_copy_source_bleu"] + 20, results
+    assert results["eval_bleu"] > results["eval_baseline_bleu"] + 20, results
     groups = torch.load(tmp_path / "step_320" / "optimizer.bin", weights_only=True)["param_groups"]
     assert len(groups) == 2 and all(group["fused"] for group in groups)
 
@@ -357,7 +357,7 @@ def test_marian_from_scratch_on_gzipped_text_two_processes(data, tmp_path):
     lines = prediction_lines(tmp_path)
     assert len(lines) == N_VALIDATION
     assert lines == greedy_translations(tmp_path, list(sources))
-    assert results["eval_bleu"] > results["eval_copy_source_bleu"] + 20
+    assert results["eval_bleu"] > results["eval_baseline_bleu"] + 20
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "marian" and config["d_model"] == 32
     assert config["pad_token_id"] == config["decoder_start_token_id"] == 0 and config["eos_token_id"] == 1
@@ -379,7 +379,7 @@ def test_t5_from_config_with_beams_prefix_and_test_file(data, tiny_t5, tmp_path,
     launch("run_translation.py", args, num_processes=num_processes)
     results = read_results(tmp_path / "out")
     # Measured 18.5 (1 process): padding counted in the loss slows learning; copying the source scores 0.6.
-    assert results["eval_bleu"] > results["eval_copy_source_bleu"] + 10
+    assert results["eval_bleu"] > results["eval_baseline_bleu"] + 10
     assert results["predict_samples"] == 21 and results["predict_bleu"] > 10
     lines = (tmp_path / "out" / "predict_generated_predictions.txt").read_text().split("\n")[:-1]
     assert len(lines) == 21

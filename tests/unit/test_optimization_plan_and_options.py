@@ -42,6 +42,10 @@ def test_plan_without_training_data_is_evaluation_only():
     # nothing divides by zero: 1 step per epoch (GA 1), and --max_train_steps 0 steps in 0 epochs.
     plan = plan_training_steps(flags(1, 3, 0), None, stand_in_accelerator(2))
     assert plan == StepPlan(num_batches=0, num_update_steps_per_epoch=1, max_train_steps=0, num_train_epochs=0)
+    # No training data and no --max_train_steps (run_glue with only --validation_file): evaluation only too, not
+    # 3 epochs of a missing DataLoader (the banner said "Running training ... Num examples = 0", then it crashed).
+    plan = plan_training_steps(flags(1, 3, None), None, stand_in_accelerator(1))
+    assert plan.max_train_steps == 0 and plan.num_train_epochs == 0
 
 
 def test_optim_choices_and_fused_reach_adamw():

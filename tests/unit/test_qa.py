@@ -416,6 +416,9 @@ def test_flag_checks():
         run_qa.validate_qa_args(run_qa.parse_args([*base, "--doc_stride", "384"]))
     with pytest.raises(ValueError, match="--do_predict needs --test_file"):
         run_qa.validate_qa_args(run_qa.parse_args([*base, "--do_predict"]))
+    with_test = run_qa.parse_args([*base, "--test_file", "x.json"])
+    run_qa.validate_qa_args(with_test)
+    assert with_test.do_predict  # --test_file alone is predicted (it was silently ignored)
     with pytest.raises(ValueError, match="--validation_file is required"):
         run_qa.validate_qa_args(run_qa.parse_args(base[:4] + base[6:]))
     args = run_qa.parse_args(base)

@@ -155,3 +155,10 @@ def test_input_errors_name_the_image_and_the_lists(metric):
     with pytest.raises(ValueError) as error:
         metric.compute(predictions=[], references=[])
     assert str(error.value) == "coco_map: no images to score; add_batch received no predictions/references."
+
+
+def test_default_area_is_width_times_height(metric):
+    # A 40 x 30 box without a given area: 1200 pixels (32^2 <= 1200 < 96^2), "medium"; width / height (1.3) or
+    # height^2 (900) would make it small.
+    result = metric.compute(predictions=[detections([0, 0, 40, 30])], references=[truth([0, 0, 40, 30])])
+    assert result["map_medium"] == pytest.approx(1) and result["map_small"] == -1 and result["map_large"] == -1

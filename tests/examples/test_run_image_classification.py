@@ -97,7 +97,7 @@ def image_data(tmp_path_factory):
             "corrupt": ["red/empty.png", "blue/truncated.png"]}
 
 
-def test_listing(image_data, labelled):
+def write_test_listing(image_data, labelled):
     """A --test_file listing of the 21 validation images (paths relative to it), in folder order, with or without
     their class names in a `label` column. Returns its path."""
     root = image_data["root"]
@@ -122,7 +122,8 @@ def two_process_run(image_data, tmp_path_factory):
     args = [
         "--train_dir", image_data["root"] / "train", "--validation_dir", image_data["root"] / "validation",
         *TINY_VIT, *COMMON, "--num_train_epochs", "4", "--checkpointing_steps", "4", "--skip_corrupt_images",
-        "--test_file", test_listing(image_data, labelled=False), "--output_dir", output_dir, "--overwrite_output_dir",
+        "--test_file", write_test_listing(image_data, labelled=False), "--output_dir", output_dir,
+        "--overwrite_output_dir",
     ]
     result = launch(SCRIPT, args, num_processes=2)
     return {"args": args, "output_dir": output_dir, "stdout": result.stdout, "results": read_results(output_dir)}
@@ -197,7 +198,7 @@ def test_evaluation_only_on_one_process_matches(two_process_run, image_data, tmp
     --test_file of the same images is predicted as the 2-process run predicted them, and scored."""
     args = ["--model_name_or_path", two_process_run["output_dir"], "--validation_dir",
             image_data["root"] / "validation", "--max_train_steps", "0", "--output_dir", tmp_path / "eval",
-            "--test_file", test_listing(image_data, labelled=True)]
+            "--test_file", write_test_listing(image_data, labelled=True)]
     output = launch(SCRIPT, args, num_processes=1).stdout
     results = read_results(tmp_path / "eval")
     assert results["eval_samples"] == 21

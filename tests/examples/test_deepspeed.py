@@ -116,7 +116,7 @@ def zero3_run(deepspeed_available, tmp_path_factory, tiny_bert, classification_d
     return out, result.stdout
 
 
-@pytest.mark.slow  # a ZeRO-3 launch (about 2 minutes; not yet seen passing here: see README "Not yet good")
+@pytest.mark.slow  # a ZeRO-3 launch (about 2 minutes; the first on a machine also builds a DeepSpeed op)
 def test_zero3_trains_and_saves_the_full_model(zero3_run, tiny_bert, classification_data):
     """Under ZeRO-3 the module's own parameters are empty placeholders (shape [0]); the final save must gather
     them: every saved tensor has the shape of the untrained model's, differs from it (trained), and the loaded

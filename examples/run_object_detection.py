@@ -60,6 +60,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
@@ -734,7 +735,7 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
     """
     model.eval()
     gathered = {"logits": [], "pred_boxes": [], "canvas": [], "index": []}
-    for batch in dataloader:
+    for batch in progress_bar(dataloader, accelerator, "evaluate"):  # a bar on the main process
         with torch.no_grad():
             outputs = model(pixel_values=batch["pixel_values"], pixel_mask=batch["pixel_mask"])
         logits, boxes, canvas, index = accelerator.gather_for_metrics(

@@ -51,6 +51,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
@@ -718,7 +719,7 @@ def metric_key(name):
 
 def evaluate(model, dataloader, accelerator, id2label, ignore_index):
     """Scores the model on the validation DataLoader with the `mean_iou` metric module (`common/metrics/mean_iou`,
-    loaded by path: offline).
+    loaded by path: offline). `model=None` scores the trivial baseline instead: class 0 on every pixel.
 
     Each image's logits (num_labels, H/4, W/4 for SegFormer) are upsampled bilinearly to its mask's original
     (height, width) and their argmax is the predicted map. Maps and masks are padded (prediction 0, mask
@@ -733,20 +734,22 @@ def evaluate(model, dataloader, accelerator, id2label, ignore_index):
         left out of the means); "samples" is the number of images scored.
     """
     metric = load_metric("mean_iou", keep_in_memory=True)
-    model.eval()
+    if model is not None:
+        model.eval()
     samples = 0
-    for batch in dataloader:
-        with torch.no_grad():
-            logits = model(pixel_values=batch["pixel_values"]).logits
+    for batch in progress_bar(dataloader, accelerator, "evaluate"):  # a bar on the main process
         labels = batch["labels"]
         sizes = batch.get("label_sizes")
         if sizes is None:
             sizes = torch.tensor([labels.shape[1:]] * len(labels), device=labels.device)
-        predictions = torch.zeros_like(labels)
-        for i, (height, width) in enumerate(sizes.tolist()):
-            upsampled = F.interpolate(logits[i: i + 1].float(), size=(height, width), mode="bilinear",
-                                      align_corners=False)
-            predictions[i, :height, :width] = upsampled[0].argmax(dim=0)
+        predictions = torch.zeros_like(labels)  # model None: class 0 everywhere (the baseline)
+        if model is not None:
+            with torch.no_grad():
+                logits = model(pixel_values=batch["pixel_values"]).logits
+            for i, (height, width) in enumerate(sizes.tolist()):
+                upsampled = F.interpolate(logits[i: i + 1].float(), size=(height, width), mode="bilinear",
+                                          align_corners=False)
+                predictions[i, :height, :width] = upsampled[0].argmax(dim=0)
         for dim in (1, 2):  # every process's maps to one size, so that they can be gathered
             labels = accelerator.pad_across_processes(labels, dim=dim, pad_index=ignore_index)
             predictions = accelerator.pad_across_processes(predictions, dim=dim, pad_index=0)
@@ -850,6 +853,9 @@ def training_function(args):
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator, config.id2label, args.ignore_index)
     results = run.results(eval_metrics)  # eval_samples: the images scored, on any number of processes
+    # "baseline", eval_baseline_*: class 0 predicted on every pixel, scored by the same metric on the same masks.
+    background = evaluate(None, eval_dataloader, accelerator, config.id2label, args.ignore_index)
+    results.update(baseline_results(f"class 0 ({config.id2label[0]}) on every pixel", background))
     run.save(model, image_processor, results)  # model and all_results.json first: nothing below can lose them
     run.end(results)  # all_results.json again, Hub push, end the trackers
     return results

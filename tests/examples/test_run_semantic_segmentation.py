@@ -102,6 +102,9 @@ def test_two_processes_learn_and_score_every_image(two_process_run, seg_data):
     results = two_process_run["results"]
     baseline = all_background_mean_iou(seg_data["validation"])  # about 0.3: background IoU / 3
     assert baseline < 0.35
+    # The script's own baseline (issue 20 item 5) is that value, computed independently here from the mask files.
+    assert results["baseline"] == "class 0 (background) on every pixel"
+    assert results["eval_baseline_mean_iou"] == pytest.approx(baseline, rel=1e-9)
     assert results["eval_mean_iou"] >= 0.6, results
     assert results["eval_iou_red"] > 0.4 and results["eval_iou_blue"] > 0.4, results
     assert results["eval_overall_accuracy"] > 0.85, results

@@ -236,6 +236,12 @@ class TrainingRun:
         self.logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
         self.logger.info(f"  Gradient accumulation steps = {args.gradient_accumulation_steps}")
         self.logger.info(f"  Total optimization steps = {self.max_train_steps}")
+        warmup = getattr(args, "num_warmup_steps", 0) or 0
+        if warmup >= self.max_train_steps:  # e.g. a recipe's warmup kept while --max_train_steps shortens the run
+            self.logger.warning(
+                f"--num_warmup_steps {warmup} >= the run's {self.max_train_steps} optimizer steps: the learning "
+                f"rate never reaches --learning_rate {getattr(args, 'learning_rate', '?')} (it peaks at "
+                f"{self.max_train_steps}/{warmup} of it); lower --num_warmup_steps if that is not intended.")
         then = f"; then the --test_file {args.test_file} is predicted" if getattr(args, "test_file", None) else ""
         self.logger.info(f"  Evaluation after every epoch; the model and results go to {args.output_dir}{then}")
 

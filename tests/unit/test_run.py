@@ -272,3 +272,19 @@ def test_a_finished_run_resumed_trains_no_further_step(tmp_path, tracker):
     assert resumed.finished
     assert list(range(resumed.starting_epoch, resumed.num_train_epochs)) == []
     assert resumed.batches_to_skip == 0
+
+
+def test_a_warmup_as_long_as_the_run_is_reported_with_the_peak_it_reaches(tmp_path, tracker, caplog):
+    """Found by a new-user trial: a recipe's --num_warmup_steps 25 kept while --max_train_steps 4 shortened the run
+    trained at 4/25 of the learning rate, silently."""
+    plan = StepPlan(num_batches=8, num_update_steps_per_epoch=4, max_train_steps=4, num_train_epochs=1)
+    with caplog.at_level(logging.WARNING, logger="test"):
+        make_run(tmp_path, tracker, plan, num_examples=16, lrs=[0.1], num_warmup_steps=25, learning_rate=1e-4)
+    assert ("--num_warmup_steps 25 >= the run's 4 optimizer steps: the learning rate never reaches --learning_rate "
+            "0.0001 (it peaks at 4/25 of it)") in caplog.text
+    caplog.clear()
+    AcceleratorState._reset_state(True)
+    with caplog.at_level(logging.WARNING, logger="test"):
+        make_run(tmp_path, RecordingTracker(), plan, num_examples=16, lrs=[0.1], num_warmup_steps=3,
+                 learning_rate=1e-4)
+    assert "num_warmup_steps" not in caplog.text

@@ -4,6 +4,7 @@ One module per concern, a few plain functions each:
 
 - `common.args`: argparse groups with the transformers examples' flag names, and their validation.
 - `common.launch`: `Accelerator` construction, logging set-up (quiet start-up), process-group sanity check.
+- `common.hardware`: a warning when the requested precision is emulated; the host facts in `all_results.json`.
 - `common.errors`: `run_script(main)`, the user's errors as one line from one process (the launcher's root cause).
 - `common.data`: loading local CSV/TSV/JSON/JSON Lines/text files into a `DatasetDict` with clear errors.
 - `common.dataloaders`: the training, evaluation and prediction DataLoaders, built the same way everywhere.

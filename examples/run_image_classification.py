@@ -46,6 +46,7 @@ from common.reporting import majority_baseline, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
+from common.tasks.images import to_rgb
 from common.tasks.labels import align_labels
 from common.tasks.predictions import write_label_predictions
 from common.tracking import init_trackers, parse_report_to
@@ -55,8 +56,6 @@ logger = get_logger(__name__)
 # Seed for dataset-level shuffles/splits when --seed is not given: every process must make the same split.
 DEFAULT_DATA_SEED = 42
 # Modes whose alpha channel is composited onto white (as transformers' `convert_to_rgb` does).
-ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa")
-SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
 
 
 def parse_args(argv=None):
@@ -244,44 +243,6 @@ def resolve_image_paths(batch, indices, column, base, source):
             raise ValueError(f"{source}, row {index}: column '{column}' holds {path!r}; expected an image file path.")
         paths.append(path if os.path.isabs(path) else os.path.join(base, path))
     return {column: paths}
-
-
-def to_rgb(image):
-    """Converts a PIL image of any mode to 8-bit RGB.
-
-    - 16-bit grey (`I;16*`) is scaled by 255/65535; 32-bit integer (`I`) the same when a value exceeds 255
-      (16-bit PNGs open as `I` in some Pillow versions), else taken as 8-bit; float (`F`) is taken as 0-1 when
-      its maximum is <= 1, else as 0-255. Without this, Pillow's own conversion clips everything above 255
-      to white.
-    - Alpha (RGBA, LA, PA, P or L with a transparency key) is composited onto a white background, as
-      transformers' `image_transforms.convert_to_rgb` does; dropping it instead shows the colour hidden
-      under transparent pixels (often black).
-    - Everything else (1, L, P, CMYK, YCbCr, ...) goes through `Image.convert("RGB")`.
-
-    Returns:
-        a PIL image in mode "RGB", same size.
-
-    Raises:
-        ValueError: for a mode Pillow cannot convert to RGB.
-    """
-    mode = image.mode
-    if mode in SIXTEEN_BIT_MODES or mode == "I":
-        array = np.asarray(image).astype(np.float64)
-        if mode in SIXTEEN_BIT_MODES or array.max() > 255:
-            array = array * 255.0 / 65535.0
-        image = Image.fromarray(np.clip(np.round(array), 0, 255).astype(np.uint8))
-    elif mode == "F":
-        array = np.asarray(image).astype(np.float64)
-        if array.size and np.nanmax(array) <= 1.0:
-            array = array * 255.0
-        image = Image.fromarray(np.clip(np.round(np.nan_to_num(array)), 0, 255).astype(np.uint8))
-    if image.mode in ALPHA_MODES or (image.mode in ("P", "L", "RGB") and "transparency" in image.info):
-        rgba = image.convert("RGBA")
-        image = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba)
-    try:
-        return image.convert("RGB")
-    except ValueError as error:
-        raise ValueError(f"cannot convert an image of mode {mode} to RGB ({error})") from error
 
 
 def load_image(record):

@@ -55,6 +55,7 @@ from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
+from common.tasks.images import to_rgb
 from common.tasks.labels import align_labels
 from common.tracking import init_trackers, parse_report_to
 
@@ -64,8 +65,6 @@ logger = get_logger(__name__)
 DEFAULT_DATA_SEED = 42
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 # Modes whose alpha channel is composited onto white (as transformers' `convert_to_rgb` does).
-ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa")
-SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
 # A photo resized to its mask must show the same picture: aspect ratios (width / height) may differ by this much.
 MAX_ASPECT_RATIO_DIFFERENCE = 0.05
 
@@ -347,29 +346,6 @@ def open_image(record):
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
         raise ValueError(f"{name}: not a readable image ({type(error).__name__}: {error}).") from error
     return ImageOps.exif_transpose(image), name
-
-
-def to_rgb(image):
-    """A photo of any mode as 8-bit RGB: 16-bit grey scaled by 255/65535 (32-bit `I` the same when a value exceeds
-    255), alpha composited onto white (as transformers' `convert_to_rgb`), everything else through
-    `Image.convert("RGB")` (the rules of run_image_classification's `to_rgb`).
-
-    Raises:
-        ValueError: for a mode Pillow cannot convert to RGB.
-    """
-    mode = image.mode
-    if mode in SIXTEEN_BIT_MODES or mode == "I":
-        array = np.asarray(image).astype(np.float64)
-        if mode in SIXTEEN_BIT_MODES or array.max() > 255:
-            array = array * 255.0 / 65535.0
-        image = Image.fromarray(np.clip(np.round(array), 0, 255).astype(np.uint8))
-    if image.mode in ALPHA_MODES or (image.mode in ("P", "L", "RGB") and "transparency" in image.info):
-        rgba = image.convert("RGBA")
-        image = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba)
-    try:
-        return image.convert("RGB")
-    except ValueError as error:
-        raise ValueError(f"cannot convert an image of mode {mode} to RGB ({error})") from error
 
 
 def mask_values(mask, name, threshold, reduce_labels, ignore_index):

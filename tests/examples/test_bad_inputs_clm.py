@@ -164,6 +164,7 @@ def test_optim_and_dataloader_workers_reach_the_run(tokenizer_dir, good, tmp_pat
 
 
 
+@pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(tokenizer_dir, good, finished_run, tmp_path):
     before = snapshot(finished_run)
     latin1 = write(tmp_path, "latin1.txt", "the caf\xe9 greets a horse .\n".encode("latin-1"))

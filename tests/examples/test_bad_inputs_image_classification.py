@@ -236,6 +236,7 @@ def test_optim_and_dataloader_workers_reach_the_run(csv_files, tmp_path):
 
 
 
+@pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(images, finished_run, tmp_path):
     before = snapshot(finished_run)
     _, train, validation = bad_image_case(images, tmp_path, "empty.png", b"")

@@ -172,6 +172,7 @@ def test_optim_and_fast_dropout_reach_the_run(model_dir, good, tmp_path):
     assert [group["fused"] for group in groups] == [True, True]
 
 
+@pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(model_dir, good, finished_run):
     before = snapshot(finished_run)
     argv = replace_flag(base(model_dir, good["train"], good["validation"], finished_run), "--max_seq_length", "512")

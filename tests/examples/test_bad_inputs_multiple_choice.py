@@ -177,6 +177,7 @@ def test_optim_reaches_the_optimizer(model, files, tmp_path):
     assert all(group["fused"] for group in groups)
 
 
+@pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(model, files, finished_run, tmp_path):
     before = snapshot(finished_run)
     bad = write(tmp_path, "bad.csv", GOOD_CSV + "he went home,then,good,bad,sad,grim,7\n")

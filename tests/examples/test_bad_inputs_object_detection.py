@@ -183,6 +183,7 @@ def test_optim_reaches_the_run(dataset, tmp_path):
     assert all(group["fused"] for group in groups)
 
 
+@pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(dataset, finished_run, tmp_path):
     before = snapshot(finished_run)
     path = coco_copy(dataset, tmp_path, lambda data: first_annotation(data).update(category_id=42))

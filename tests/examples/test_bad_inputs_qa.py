@@ -255,6 +255,7 @@ def test_speed_switches_reach_the_run(tiny_model, good, tmp_path):
 
 
 
+@pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_model, good, finished_run, tmp_path, squad):
     before = snapshot(finished_run)
     bad = write(tmp_path, "nodata.json", json.dumps({"version": "1.1"}))

@@ -202,6 +202,7 @@ def test_optim_and_dataloader_workers_reach_the_run(data, tmp_path):
     assert [group["fused"] for group in groups] == [True, True]
 
 
+@pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(data, finished_run):
     before = snapshot(finished_run)
     write(data[0], "masks/p001.png", b"")

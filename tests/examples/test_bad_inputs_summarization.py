@@ -112,6 +112,7 @@ def test_new_model_without_tokenizer(good, finished_run, capsys):
                                                   r"--train_tokenizer_vocab_size", finished_run, capsys)
 
 
+@pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_bart, good, finished_run, tmp_path):
     before = snapshot(finished_run)
     bad = write_csv(tmp_path / "nosummary.csv", without_summary_column())

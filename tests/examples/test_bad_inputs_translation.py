@@ -181,6 +181,7 @@ def test_encoder_only_model(good, finished_run, tmp_path, pairs, capsys):
                                                 r"encoder-decoder model", finished_run, capsys)
 
 
+@pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_t5, good, finished_run, tmp_path, pairs):
     before = snapshot(finished_run)
     short = write_text(tmp_path / "short.de", [p[1] for p in pairs[:-2]])

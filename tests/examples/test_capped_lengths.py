@@ -12,6 +12,7 @@ import csv
 import json
 import logging
 
+import pytest
 from accelerate.state import AcceleratorState
 from test_run_ner import ner_data, tiny_ner_bert  # noqa: F401 (fixtures)
 from test_run_qa import qa_data, tiny_qa_bert  # noqa: F401 (fixtures)
@@ -95,6 +96,7 @@ def test_qa_max_seq_length_above_the_model_maximum_is_capped(tmp_path, qa_data, 
     assert results["train_steps"] == 2 and results["eval_samples"] == 45
 
 
+@pytest.mark.slow  # about 35 s of training; the translation case above checks the same seq2seq capping
 def test_summarization_lengths_above_the_model_positions_are_capped(tmp_path, summarization_data, caplog):  # noqa: F811
     with caplog.at_level(logging.WARNING):
         results = run_main(run_summarization.main, [

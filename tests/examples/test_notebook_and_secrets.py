@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import EXAMPLES, OFFLINE_ENV, launch, read_results
 
 NOTEBOOK = """
@@ -20,6 +22,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # a 2-process group (about 20 s); the launcher path is what make test runs
 def test_notebook_launcher_runs_a_real_two_process_group(tmp_path, tiny_bert, classification_data):
     from conftest import _free_port
 

@@ -72,6 +72,7 @@ def test_sigterm_checkpoints_and_exits_then_resumes_exactly(tmp_path, tiny_bert,
     assert read_results(out)["eval_accuracy"] == read_results(uninterrupted)["eval_accuracy"]
 
 
+@pytest.mark.slow  # 3 launches; make test keeps the SIGTERM case and run_glue's exact resume
 def test_sigkill_at_a_random_moment_then_resumes_exactly(tmp_path, tiny_bert, classification_data, uninterrupted):
     out = tmp_path / "out"
     command = glue_command(tiny_bert, classification_data, out)

@@ -174,6 +174,7 @@ def load_weights(output_dir):
     return load_file(str(output_dir / "model.safetensors"))
 
 
+@pytest.mark.slow  # 2 launches; exact resume is kept in make test by run_glue's speed-switch test and test_preemption
 def test_resume_from_step_checkpoint_equals_uninterrupted_run(trained, corpus, tmp_path):
     output_dir, results, _ = trained
     # step_20 is mid-way through epoch 0 (about 44 steps per epoch): resuming skips 20 batches of

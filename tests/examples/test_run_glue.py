@@ -113,6 +113,7 @@ def test_two_processes_learn_scores_every_example_and_schedule_is_exact(tmp_path
     assert "eval_accuracy" in events.Tags()["scalars"]
 
 
+@pytest.mark.slow  # 2 launches; test_speed_switches_learn_and_resume_exactly covers the exact resume in make test
 def test_resume_from_step_checkpoint_matches_uninterrupted_run(tmp_path, tiny_bert, classification_data):
     """Resuming mid-epoch (with gradient accumulation and a partial last window per epoch) ends with
     bit-identical weights and metrics on one process (tolerance: exact equality; every random draw
@@ -184,6 +185,8 @@ def test_evaluation_only_gives_identical_metrics_on_1_and_2_processes(tmp_path, 
     assert metrics[0]["eval_f1"] == metrics[1]["eval_f1"]
 
 
+# a launch; Pearson/Spearman (tests/unit/test_metric_definitions.py) and JSON Lines (test_data.py) are unit-tested
+@pytest.mark.slow
 def test_regression_on_json_lines(tmp_path, tiny_bert):
     data = write_classification_files(tmp_path / "data", fmt="jsonl", regression=True, pair=False)
     out = tmp_path / "out"
@@ -204,6 +207,7 @@ def test_refuses_to_overwrite_a_finished_run(trained_run, classification_data, t
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
 
 
+@pytest.mark.slow  # a launch; the label-map checks are unit-tested (tests/unit/test_labels.py)
 def test_label_conflict_with_checkpoint_labels(tmp_path, trained_run):
     out, _ = trained_run
     data = tmp_path / "data"
@@ -230,6 +234,7 @@ def test_disconnected_copies_fail_loudly(tmp_path, tiny_bert, classification_dat
     assert not (tmp_path / "out" / "all_results.json").exists()
 
 
+@pytest.mark.slow  # a launch of its own (about 20 s)
 def test_model_without_pad_token(tmp_path, classification_data):
     """A GPT-2 style model (byte-level BPE, no pad token) trains and evaluates."""
     from tokenizers import ByteLevelBPETokenizer

@@ -176,6 +176,7 @@ def test_saved_model_config_and_processor_load(two_process_run):
         assert model(pixel_values=pixels).logits.shape == (1, 3)
 
 
+@pytest.mark.slow  # 2 launches; exact resume is kept in make test by run_glue and test_preemption
 def test_resume_mid_training_gives_the_same_weights(two_process_run, tmp_path):
     """Resuming from step_8 (epoch 1, batch 3 of 5) ends with exactly the uninterrupted run's weights."""
     first = two_process_run["output_dir"]
@@ -193,6 +194,7 @@ def test_resume_mid_training_gives_the_same_weights(two_process_run, tmp_path):
     assert read_results(resumed)["eval_accuracy"] == two_process_run["results"]["eval_accuracy"]
 
 
+@pytest.mark.slow  # a launch; run_glue's evaluation-only parity stays in make test
 def test_evaluation_only_on_one_process_matches(two_process_run, image_data, tmp_path):
     """--max_train_steps 0 with the saved model scores the same 21 images with the same accuracy; a labelled
     --test_file of the same images is predicted as the 2-process run predicted them, and scored."""
@@ -215,6 +217,7 @@ def test_evaluation_only_on_one_process_matches(two_process_run, image_data, tmp
     assert re.search(r"trained +no \(evaluation only\)", output.split("***** Summary *****", 1)[1])
 
 
+@pytest.mark.slow  # a launch; the bad-image messages are in the in-process catalogue
 def test_unreadable_image_stops_the_run_naming_the_files(image_data, tmp_path):
     args = ["--train_dir", image_data["root"] / "train", "--validation_dir", image_data["root"] / "validation",
             *TINY_VIT, "--output_dir", tmp_path / "out"]

@@ -137,6 +137,7 @@ def test_eval_loss_equals_a_recomputation_one_example_at_a_time(trained, corpus)
     assert results["eval_baseline_perplexity"] == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.slow  # 2 launches; exact resume is kept in make test by run_glue and test_preemption
 def test_resume_from_step_checkpoint_equals_uninterrupted_run(trained, corpus, tmp_path):
     from safetensors.torch import load_file
 
@@ -163,6 +164,7 @@ def test_two_processes_learn_and_score_the_same_masked_tokens(trained, untrained
     assert two["perplexity"] < 25 and two["perplexity"] < untrained[0]["perplexity"] / 4
 
 
+@pytest.mark.slow  # 4 launches (about a minute); the per-example masking seed is unit-tested (tests/unit/test_mlm.py)
 def test_eval_perplexity_is_the_same_on_every_run_seed_and_process_count(trained, corpus, tmp_path):
     """Evaluation only of the trained model on 2 processes with another --seed: the very same eval_loss as the
     training run's final evaluation (1 process, --seed 0). 33 blocks in batches of 8: the 2-process run fills its
@@ -187,6 +189,7 @@ def test_eval_perplexity_is_the_same_on_every_run_seed_and_process_count(trained
     assert one["eval_loss"] != results["eval_loss"]
 
 
+@pytest.mark.slow  # a launch; whole-word masking is unit-tested, run_ner keeps the speed switches in make test
 def test_line_by_line_whole_word_mask_and_speed_switches(corpus, untrained, tmp_path):
     """Each non-empty line is an example (150 validation lines), whole words, length-grouped batches padded to
     multiples of 8, fused AdamW, fast dropout, bf16 where the CPU runs it."""
@@ -228,6 +231,7 @@ TINY_ROBERTA = ["--model_type", "roberta", "--config_overrides",
                 "max_position_embeddings=66"]
 
 
+@pytest.mark.slow  # a launch; byte-level whole words are unit-tested (tests/unit/test_mlm.py)
 def test_roberta_from_scratch_with_byte_level_bpe_and_whole_words(corpus, tmp_path):
     """A byte-level BPE of 280 tokens splits the rarer words into several tokens ("Ġsold" "ier"): whole words are
     masked together; a new RoBERTa (64 positions) learns."""

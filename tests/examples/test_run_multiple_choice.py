@@ -142,6 +142,7 @@ def test_single_process_learns_and_writes_predictions(trained_run, mc_data):
     assert results["eval_baseline_accuracy"] == pytest.approx(expected)
 
 
+@pytest.mark.slow  # a 2-process launch; run_glue's evaluation-only parity stays in make test
 def test_evaluation_only_on_2_processes_repeats_the_predictions(trained_run, mc_data, tmp_path):
     """The trained model evaluated alone on 2 processes (37 examples, 2 x 8 per round: the last round is padded
     with repeats) scores every example once and chooses as the 1-process run did."""
@@ -177,6 +178,7 @@ def test_two_processes_three_choices_in_a_list_column_of_json_lines(tmp_path, ti
     assert set(predictions_of(out / "eval_predictions.txt")) <= {0, 1, 2}
 
 
+@pytest.mark.slow  # a launch; run_ner keeps the speed switches in make test
 def test_speed_switches_learn(tmp_path, tiny_mc_bert, mc_data):
     """--mixed_precision bf16 (where the CPU runs it) --optim adamw_torch_fused --fast_dropout --group_by_length
     --pad_to_multiple_of 8: the model learns, and every padded batch is a multiple of 8 long (its padding share is

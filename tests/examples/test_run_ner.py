@@ -124,6 +124,7 @@ def untrained_f1(tmp_path_factory, ner_data, tiny_ner_bert):
     return results["eval_f1"]
 
 
+@pytest.mark.slow  # a launch; JSON Lines reading is unit-tested, the 2-process test below trains run_ner
 def test_train_json_lines_one_process(tmp_path, ner_data, tiny_ner_bert, untrained_f1):
     directory, splits = ner_data
     launch("run_ner.py", common_args(tiny_ner_bert, tmp_path, train_file=directory / "train.jsonl",

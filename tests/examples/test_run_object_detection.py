@@ -156,6 +156,7 @@ def test_saved_model_and_processor_load_and_detect(two_process_run):
     assert found["boxes"].shape == (10, 4)
 
 
+@pytest.mark.slow  # a launch of about 40 s; the VOC reader is unit-tested (tests/unit/test_object_detection.py)
 def test_voc_folder_one_process_matches_the_coco_file(tmp_path):
     """The same images as a VOC folder and as a COCO file: evaluation only of one untrained model (seeded) gives
     the same metrics (only the category ids differ: VOC numbers names 1..K)."""

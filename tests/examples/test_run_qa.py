@@ -180,6 +180,7 @@ def test_v2_two_processes_predict_without_tracking(tmp_path, tiny_qa_bert, qa_da
     assert results["predict_samples"] == len(rows)
 
 
+@pytest.mark.slow  # 2 launches; exact resume is kept in make test by run_glue and test_preemption
 def test_resume_from_step_checkpoint_matches_uninterrupted_run(tmp_path, tiny_qa_bert, qa_data):
     """Resuming mid-epoch with gradient accumulation gives bit-identical weights and predictions."""
     common = ["--model_name_or_path", tiny_qa_bert, *data_args(qa_data["v1"]), "--max_train_samples", "120",

@@ -83,6 +83,7 @@ def test_logged_loss_is_the_window_mean_and_train_loss_the_micro_batch_mean(
         results["train_samples"] / results["train_runtime"], rel=1e-3)
 
 
+@pytest.mark.slow  # 2 launches; the totals are unit-tested (tests/unit/test_run.py)
 def test_a_resumed_run_reports_the_whole_run(tmp_path, tiny_bert, classification_data, two_process_run):
     """step_10 is 2 optimizer steps into epoch 1; the resumed run's all_results.json covers all 24 steps."""
     resumed = tmp_path / "resumed"
@@ -102,6 +103,7 @@ def test_a_resumed_run_reports_the_whole_run(tmp_path, tiny_bert, classification
     assert after["train_runtime"] > progress["totals"]["runtime"] > 0
 
 
+@pytest.mark.slow  # a launch; the check is unit-tested
 def test_a_resume_on_another_number_of_processes_is_refused(tmp_path, tiny_bert, classification_data,
                                                             two_process_run):
     resumed = tmp_path / "resumed"
@@ -114,6 +116,7 @@ def test_a_resume_on_another_number_of_processes_is_refused(tmp_path, tiny_bert,
     assert not (resumed / "all_results.json").exists()
 
 
+@pytest.mark.slow  # 2 launches (about 40 s)
 def test_the_same_command_after_a_finished_run_trains_no_further_step(tmp_path, tiny_bert, classification_data):
     """--max_train_steps 5 ends mid-epoch; launching the unchanged command again (as a preemptible job's
     retry does) resumes step_5, trains nothing and reports the same run."""

@@ -147,6 +147,7 @@ def test_resume_mid_training_gives_the_same_weights(two_process_run, tmp_path):
     assert read_results(resumed)["eval_mean_iou"] == two_process_run["results"]["eval_mean_iou"]
 
 
+@pytest.mark.slow  # a launch; run_glue's evaluation-only parity stays in make test
 def test_evaluation_only_on_one_process_matches_two(two_process_run, seg_data, tmp_path):
     """--max_train_steps 0 with the saved model on 1 process scores the same 21 masks with exactly the metrics the
     2-process run computed after its last epoch (one confusion matrix over the set, padding never scored)."""

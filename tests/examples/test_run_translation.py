@@ -156,6 +156,7 @@ def untrained_t5(data, tiny_t5, tmp_path_factory):
     return output_dir, read_results(output_dir)
 
 
+@pytest.mark.slow  # a launch; the two-process test below scores the same metric path
 def test_evaluation_only_scores_the_untrained_model_exactly(untrained_t5, tiny_t5, data):
     output_dir, results = untrained_t5
     assert results["train_steps"] == 0 and results["train_loss"] is None
@@ -266,6 +267,7 @@ def test_two_processes_write_one_translation_per_validation_pair(bart_two_proces
     assert results["train_padding_fraction"] == padding_fraction(expected)
 
 
+@pytest.mark.slow  # a 2-process launch; exact resume is kept in make test by run_glue and test_preemption
 def test_resume_two_processes_equals_uninterrupted_run(bart_two_processes, tiny_bart, data, tmp_path):
     output_dir, results = bart_two_processes
     # step_180 is 20 steps into epoch 4: resuming skips 20 batches of that epoch, then trains the rest.
@@ -292,6 +294,7 @@ def test_resume_two_processes_equals_uninterrupted_run(bart_two_processes, tiny_
     assert resumed["train_padding_fraction"] == padding_fraction(source_padding(lengths, orders, 8))
 
 
+@pytest.mark.slow  # about a minute; run_ner keeps the speed switches in make test (label smoothing runs only here)
 def test_speed_switches_group_by_length_fused_adamw_bf16_label_smoothing(data, tiny_bart, tmp_path):
     """--group_by_length --optim adamw_torch_fused --label_smoothing 0.1 (--mixed_precision bf16 where the CPU
     has it) on 1 process: the model still learns the lexicon, the fused AdamW is the one checkpointed, and the

@@ -154,6 +154,7 @@ def check_wandb_run(out, cwd, tmp_path, argv, project):
     return history, summary
 
 
+@pytest.mark.slow  # a launch; the 2-process --report_to all test keeps wandb and TensorBoard in make test
 def test_wandb_one_process_run_config_history_summary_and_project(tmp_path, tiny_bert, classification_data, wandb_env,
                                                           working_dir):
     out = tmp_path / "out"
@@ -201,6 +202,7 @@ def test_report_to_all_two_processes_tensorboard_and_wandb_agree(tmp_path, tiny_
 
 @pytest.mark.xfail(not _logs_final_metrics(), run=False,
                    reason="run_glue does not call common.tracking.log_final_metrics at the end yet")
+@pytest.mark.slow  # a launch; the hparams view of the final metrics is checked in-process below
 def test_tensorboard_hparams_view_shows_the_final_metrics(tmp_path, tiny_bert, classification_data, wandb_env,
                                                           working_dir):
     out = tmp_path / "out"
@@ -216,6 +218,7 @@ def test_tensorboard_hparams_view_shows_the_final_metrics(tmp_path, tiny_bert, c
     assert statuses == [1]  # api_pb2.STATUS_SUCCESS: the session ended
 
 
+@pytest.mark.slow  # a launch; the 2-process --report_to all test keeps the trackers in make test
 def test_report_to_tensorboard_creates_no_wandb_files(tmp_path, tiny_bert, classification_data, wandb_env,
                                                       working_dir):
     out = tmp_path / "out"

@@ -132,6 +132,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # a 2-process launch (about 30 s); every script's 2-process test scores each example once
 def test_main_process_pattern_on_two_processes_scores_every_example_once(tmp_path):
     """The documented pattern (gather_for_metrics, add_batch and compute on the main process) on 2 real
     processes gives the single-process value over exactly the 11 examples."""

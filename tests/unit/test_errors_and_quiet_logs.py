@@ -203,3 +203,20 @@ def test_the_load_report_becomes_one_line_without_ansi_codes(tmp_path, tiny_bert
     reports = [r for r in records if "classifier" in r]
     assert reports == [f"BertForSequenceClassification from {tiny_bert}: newly initialised (missing from the "
                        "checkpoint): classifier.bias, classifier.weight"]
+    # What the report says is kept for TrainingRun (an evaluation-only run of a new head warns and records it).
+    assert report_filter.reports == [{"model": "BertForSequenceClassification", "source": str(tiny_bert),
+                                      "weights": ["classifier.bias", "classifier.weight"]}]
+
+
+def test_on_other_processes_the_load_report_is_read_but_not_shown(tiny_bert):
+    """Processes other than the local main one log errors only; their report is still read (`reports`), so every
+    process's all_results dict says whether the evaluated head was new."""
+    quiet = LoadReportInOneLine()
+    quiet.quiet_below_error = True
+    report = logging.LogRecord("transformers.modeling_utils", logging.WARNING, __file__, 1,
+                               "\x1b[1mBertModel LOAD REPORT\x1b[0m from: /m\nKey | Status\n----+---\n"
+                               "pooler.dense.bias | MISSING\n\nNotes:", None, None)
+    other = logging.LogRecord("transformers.modeling_utils", logging.WARNING, __file__, 1, "other", None, None)
+    error = logging.LogRecord("transformers.modeling_utils", logging.ERROR, __file__, 1, "broken", None, None)
+    assert quiet.filter(report) is False and quiet.filter(other) is False and quiet.filter(error) is True
+    assert quiet.reports == [{"model": "BertModel", "source": "/m", "weights": ["pooler.dense.bias"]}]

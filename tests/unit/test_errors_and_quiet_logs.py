@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -116,6 +117,37 @@ def test_under_torch_elastic_another_rank_waits_before_it_reports(tmp_path):
     assert result.returncode == rank0.returncode == 1
     assert seconds - seconds0 > NON_MAIN_RANK_DELAY_S - 2  # minus the noise of two process starts
     assert json.loads(error_file.read_text())["message"].startswith(USER_MESSAGE)
+
+
+def test_another_rank_stopped_while_it_waits_exits_0_and_writes_nothing(tmp_path):
+    """torch elastic lists every stopped process whose status is not 0 as a failure of its own ("exitcode -15"
+    under the root cause, found by the new-user trial); the launcher stops the waiting rank when rank 0 failed."""
+    import signal
+
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM)
+    error_file = tmp_path / "error.json"
+    env = {**{k: v for k, v in os.environ.items() if k != "ACCELERATE_DEBUG_MODE"}, "PYTHONPATH": str(REPO),
+           "TORCHELASTIC_ERROR_FILE": str(error_file), "RANK": "1"}
+    process = subprocess.Popen([sys.executable, str(program), "--kind", "user"], env=env, cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:  # until it catches SIGTERM: it waits then
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+            if caught & (1 << (signal.SIGTERM - 1)):
+                break
+            time.sleep(0.1)
+        start = time.perf_counter()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert time.perf_counter() - start < NON_MAIN_RANK_DELAY_S / 2  # at once, not after the wait
+    assert not error_file.exists() and stderr == ""
 
 
 def test_a_bug_under_torch_elastic_writes_its_traceback_as_the_root_cause(tmp_path):

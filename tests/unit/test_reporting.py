@@ -174,6 +174,7 @@ def test_bars_in_a_log_file_are_plain_lines_at_most_one_per_interval():
     nothing before the first interval; found by the new-user trial in `> log.txt 2>&1` logs."""
     log, interval = io.StringIO(), 0.05
     bar = make_progress_bar(total=40, desc="train", file=log, interval=interval)
+    assert bar.miniters == 1 and not bar.dynamic_miniters  # tqdm's monitor thread redraws only bars with miniters > 1
     start = time.perf_counter()
     for step in range(40):
         time.sleep(0.005)

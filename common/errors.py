@@ -24,8 +24,14 @@ Where the line goes:
   it shows the message once and not once per process, a process other than rank 0 waits `NON_MAIN_RANK_DELAY_S`
   before it writes its file and exits: when rank 0 fails too (the usual case: every process runs the same
   checks), the launcher sees rank 0's failure alone and stops the others; when only another rank fails, its own
-  message is the root cause.
-  Nothing is printed by the processes: the summary is the one place.
+  message is the root cause. A waiting process that the launcher stops (SIGTERM) exits with status 0: torch
+  elastic lists, after stopping them, every process whose status is not 0 as a failure of its own ("exitcode
+  -15", found by the new-user trial), so the summary says `<NO_OTHER_FAILURES>` and names rank 0's message alone;
+  the launcher's own status is still rank 0's failure.
+  Nothing is printed by the processes: the summary is the one place. What the processes cannot change:
+  `accelerate launch` lets the launcher's `ChildFailedError` end it with a Python traceback of its own (about 20
+  lines of accelerate's and torch's frames) printed before the summary; `accelerate launch --debug` or
+  `torchrun` do not shorten it either.
 - otherwise (`python script.py`, `accelerate launch` on one process), rank 0 prints the line to stderr; another
   rank (a launcher without error files) prints it prefixed with its rank.
 - unexpected exceptions also go into the error file, with their traceback (as `@record` does), so the summary's
@@ -121,6 +127,14 @@ def write_error_file(message, with_traceback=False):
     return True
 
 
+def _stopped_by_the_launcher(signum, frame):
+    """SIGTERM while a process other than rank 0 waits to report its error (`run_script`): the launcher stops it
+    because another process (rank 0) failed first, and that failure is the one reported. Exits at once with status
+    0 so that torch elastic does not list this process as a second failure with "exitcode -15"."""
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _raise_usage_error(parser, message):
     raise UsageError(f"{message} (see `{parser.prog} --help`)")
 
@@ -163,7 +177,7 @@ def run_script(main, argv=None):
     rank = process_rank()
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # the launcher's summary shows it
         if rank != 0:  # stopped by the launcher meanwhile when rank 0 fails too: its message is shown alone
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher's SIGTERM ends the wait (no checkpointing)
+            signal.signal(signal.SIGTERM, _stopped_by_the_launcher)  # ends the wait (no checkpointing), status 0
             time.sleep(NON_MAIN_RANK_DELAY_S)
         write_error_file(message)
     elif rank == 0:

@@ -276,8 +276,15 @@ def quiet_libraries(accelerator):
         transformers.utils.logging.disable_progress_bar()
         huggingface_hub.utils.disable_progress_bars()
     modeling_logger = logging.getLogger("transformers.modeling_utils")
-    if not any(isinstance(f, LoadReportInOneLine) for f in modeling_logger.filters):
-        modeling_logger.addFilter(LoadReportInOneLine())
+    report_filter = next((f for f in modeling_logger.filters if isinstance(f, LoadReportInOneLine)), None)
+    if report_filter is None:
+        report_filter = LoadReportInOneLine()
+        modeling_logger.addFilter(report_filter)
+    report_filter.reports.clear()  # a new run (a test or a notebook may run several in one interpreter)
+    # Every process reads its load report (`loaded_weight_reports`), so the report is created everywhere; the
+    # filter keeps transformers' other warnings off the processes whose verbosity is "error".
+    report_filter.quiet_below_error = not accelerator.is_local_main_process
+    modeling_logger.setLevel(logging.WARNING)
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() not in ("1", "true"):
         deepspeed_logger = logging.getLogger("DeepSpeed")  # filters stay when DeepSpeed configures it on import
         if not any(isinstance(f, _DeepSpeedAcceleratorNotice) for f in deepspeed_logger.filters):
@@ -297,12 +304,28 @@ _LOAD_REPORT_STATUS = {
 class LoadReportInOneLine(logging.Filter):
     """Rewrites transformers' model LOAD REPORT (a key/status table with notes, and ANSI codes) into one line:
     "BertForSequenceClassification from /path: newly initialised (missing from the checkpoint): classifier.bias,
-    classifier.weight". Other records, and reports it cannot read, pass unchanged but without ANSI codes."""
+    classifier.weight". Other records, and reports it cannot read, pass unchanged but without ANSI codes.
+
+    It also keeps what each report says in `reports` (read by `loaded_weight_reports`): one dict per loaded model,
+    {"model": class name, "source": path or Hub id, "weights": sorted names of the weights that transformers
+    initialised itself (MISSING from the checkpoint, or MISMATCH: re-initialised for another shape)}.
+
+    Attributes:
+        reports: list of those dicts, emptied by `quiet_libraries` at the start of each run.
+        quiet_below_error: True on processes other than the local main one: every record below ERROR is kept
+            off the log there (transformers' verbosity "error" on those processes), after it was read.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.reports = []
+        self.quiet_below_error = False
 
     def filter(self, record):
+        shown = not (self.quiet_below_error and record.levelno < logging.ERROR)
         message = record.getMessage()
         if "LOAD REPORT" not in message:
-            return True
+            return shown
         text = _ANSI.sub("", message)
         head, _, rest = text.partition("\n")
         model, _, source = head.partition(" LOAD REPORT from: ")
@@ -318,8 +341,23 @@ class LoadReportInOneLine(logging.Filter):
             parts = [f"{_LOAD_REPORT_STATUS.get(status, status.lower())}: {', '.join(sorted(keys))}"
                      for status, keys in groups.items()]
             text = f"{model.strip()} from {source.strip()}: {'; '.join(parts)}"
+            self.reports.append({"model": model.strip(), "source": source.strip(), "weights": sorted(
+                key for status in ("MISSING", "MISMATCH") for key in groups.get(status, ()))})
         record.msg, record.args = text, None
-        return True
+        return shown
+
+
+def loaded_weight_reports():
+    """What the models loaded by `from_pretrained` in this process since `setup_logging` did not get from their
+    checkpoint, read from transformers' LOAD REPORT (`LoadReportInOneLine`), on every process.
+
+    Returns:
+        list of {"model": class name, "source": path or Hub id, "weights": sorted weight names (may be empty when
+        only unused checkpoint keys were reported)}, one per load that logged a report, in load order.
+    """
+    modeling_logger = logging.getLogger("transformers.modeling_utils")
+    report_filter = next((f for f in modeling_logger.filters if isinstance(f, LoadReportInOneLine)), None)
+    return [dict(report) for report in report_filter.reports] if report_filter is not None else []
 
 
 class _DeepSpeedAcceleratorNotice(logging.Filter):

@@ -1,6 +1,7 @@
 """What a user reads while and after a run: a progress bar for evaluation, generation and prediction, the trivial
 baseline of the task next to the model's score, and the end-of-run summary table.
 
+- `make_progress_bar`: a tqdm bar redrawn on a terminal, a plain line every 30 s in a log file;
 - `progress_bar`: the main process's tqdm bar over an evaluation / generation / prediction DataLoader (the
   training bar, with the running loss and learning rate, is `TrainingRun`'s).
 - `baseline_results` / `majority_label` / `unigram_perplexity`: the trivial baseline of a task, stored in
@@ -10,6 +11,8 @@ baseline of the task next to the model's score, and the end-of-run summary table
 """
 
 import math
+import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -21,16 +24,72 @@ BASELINE_PREFIX = "eval_baseline_"
 _NOT_METRICS = ("samples", "features", "words", "runtime", "samples_per_second", "steps_per_second", "mask_seed")
 
 
-def progress_bar(iterable, accelerator, desc):
-    """Wraps an evaluation / generation / prediction DataLoader in a tqdm bar shown on the local main process only
-    (like the training bar), on the training bar's line and removed when the loop ends (`leave=False`), so the
-    console shows where a long evaluation stands without one finished bar per epoch and without cursor-moving
-    ANSI codes in log files.
+# Seconds between two progress lines when stderr is not a terminal (a log file, a pipe, a batch job's output).
+LOG_PROGRESS_INTERVAL_S = 30.0
+
+
+class _LinePerRefresh:
+    """The file a tqdm bar writes to when stderr is not a terminal: each redraw (tqdm writes "\r" + the bar, then
+    flushes) becomes one plain line ending in "\n" on `stream`; blank redraws (a bar cleared on close) write
+    nothing."""
+
+    def __init__(self, stream):
+        self.stream, self._pending = stream, ""
+
+    def write(self, text):
+        self._pending += text
+
+    def flush(self):
+        line, self._pending = self._pending.replace("\r", "").strip(), ""
+        if line:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+
+def make_progress_bar(iterable=None, *, desc, disable=False, file=None, interval=LOG_PROGRESS_INTERVAL_S, **kwargs):
+    """A tqdm bar that suits where it is written: on a terminal tqdm's own bar, redrawn in place (unchanged); into
+    a log file (stderr not a terminal, e.g. `> log.txt 2>&1`) plain ASCII lines, one every `interval` seconds at
+    most, none during the first `interval` seconds (`delay`).
+
+    Why lines every 30 s and not tqdm's redraws: a redirected bar is written with "\r" at every refresh (10 per
+    second by default), so a log holds thousands of overwritten states on one "line" that `less`, `grep` or a CI
+    log viewer show as one unreadable row (found by the new-user trial). A log's reader wants to see from time to
+    time where the run stands and how fast it goes -- which a bar's state says ("train:  45%|####5     | 90/200
+    [00:31<00:38, 2.90it/s, loss=0.51, lr=3e-05]") -- as separate lines: an hour of training gives about 120
+    lines, a stall shows within half a minute, and a short evaluation (< 30 s) writes nothing, its result is
+    logged anyway.
+
+    Args:
+        iterable: what the bar wraps (None for a bar driven by `update`, like the training bar).
+        desc: the bar's label ("train", "evaluate", ...).
+        disable: no bar (the plain iterator): processes other than the local main one.
+        file: the stream (default `sys.stderr`, read now); its `isatty()` picks the behaviour.
+        interval: seconds between lines when `file` is not a terminal.
+        **kwargs: passed to tqdm (`total`, `initial`, `leave`, `position`).
+
+    Returns:
+        the tqdm instance.
+    """
+    stream = sys.stderr if file is None else file
+    if getattr(stream, "isatty", lambda: False)():
+        return tqdm(iterable, desc=desc, disable=disable, file=file, **kwargs)
+    # miniters=1: every update checks the clock (one call per step), and tqdm's monitor thread, which redraws a bar
+    # with miniters > 1 on its own, stays out (it doubled a line: "870/1000" then "871/1000" in one second).
+    return tqdm(iterable, desc=desc, disable=disable, file=_LinePerRefresh(stream), ascii=True, miniters=1,
+                mininterval=interval, maxinterval=interval, delay=interval, **kwargs)
+
+
+def progress_bar(iterable, accelerator, desc, file=None):
+    """Wraps an evaluation / generation / prediction DataLoader in a bar (`make_progress_bar`: redrawn on a
+    terminal, a line every 30 s in a log file) shown on the local main process only (like the training bar), on
+    the training bar's line and removed when the loop ends (`leave=False`), so the console shows where a long
+    evaluation stands without one finished bar per epoch and without cursor-moving ANSI codes in log files.
 
     Args:
         iterable: the prepared DataLoader (its `len` is this process's number of batches, the bar's total).
         accelerator: the run's `Accelerator`.
         desc: what the loop does: "evaluate", "generate", "predict".
+        file: the stream (default `sys.stderr`).
 
     Returns:
         a tqdm iterator yielding the same batches (disabled, i.e. the plain iterator, on other processes).
@@ -39,8 +98,8 @@ def progress_bar(iterable, accelerator, desc):
     # position=0: the line of the training bar, which is still open during an epoch's evaluation. tqdm would
     # otherwise put this bar on the next line and move the cursor there and back with ANSI codes, which end up
     # raw in log files; the training bar redraws itself at its next step.
-    return tqdm(iterable, total=total, desc=desc, leave=False, position=0,
-                disable=not accelerator.is_local_main_process)
+    return make_progress_bar(iterable, total=total, desc=desc, leave=False, position=0, file=file,
+                             disable=not accelerator.is_local_main_process)
 
 
 def majority_label(labels):
@@ -136,6 +195,31 @@ def unigram_perplexity(train_token_ids, eval_token_ids, vocab_size):
     return float(math.exp(-math.fsum(log_probs) / scored.size))
 
 
+_ENTITY_TYPE_PARTS = ("precision", "recall", "f1", "number")
+_ENTITY_TYPE_KEY = re.compile(r"(?P<prefix>eval|predict)_(?P<type>.+)_(?P<part>precision|recall|f1|number)")
+
+
+def entity_type_groups(results):
+    """The per-entity-type metrics of seqeval's `return_entity_level_metrics` (run_ner's
+    `--return_entity_level_metrics`): `eval_<TYPE>_precision`, `_recall`, `_f1` and `_number` (entities of that
+    type in the references), and their `predict_` twins.
+
+    Args:
+        results: the `all_results.json` dict.
+
+    Returns:
+        {prefix ("eval" / "predict"): [entity types in the order of `results`]}; a type counts only when all four
+        of its keys are present (so run_qa's `eval_HasAns_f1` is not one).
+    """
+    found = {}
+    for key in results:
+        match = _ENTITY_TYPE_KEY.fullmatch(key)
+        if match and not key.startswith(BASELINE_PREFIX):
+            found.setdefault(match["prefix"], {}).setdefault(match["type"], set()).add(match["part"])
+    return {prefix: [t for t, parts in types.items() if parts == set(_ENTITY_TYPE_PARTS)]
+            for prefix, types in found.items() if any(parts == set(_ENTITY_TYPE_PARTS) for parts in types.values())}
+
+
 def _number(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
@@ -157,6 +241,11 @@ def format_summary(results, output_dir, model_saved=True, tracker_dirs=()):
         model_saved: False in an evaluation-only run (no model is written).
         tracker_dirs: (tracker name, folder) pairs of the trackers that ran.
 
+    seqeval's per-entity-type metrics (`entity_type_groups`) take one line per prefix, "eval_f1 by type  LOC 0.8123
+    (1,837), MISC ...": F1 and the number of entities of each type (precision and recall stay in
+    `all_results.json`). An evaluation-only run of newly initialised weights (`head_newly_initialized`, written by
+    `TrainingRun.results`) starts with a WARNING line naming them.
+
     Returns:
         str, several lines, e.g.::
 
@@ -173,14 +262,24 @@ def format_summary(results, output_dir, model_saved=True, tracker_dirs=()):
     """
     out = Path(output_dir)
     baseline = results.get("baseline")
+    by_type = entity_type_groups(results)
+    grouped = {f"{prefix}_{entity_type}_{part}" for prefix, types in by_type.items() for entity_type in types
+               for part in _ENTITY_TYPE_PARTS}
     metrics = [k for k in results if (k.startswith("eval_") or k.startswith("predict_"))
                and not k.startswith(BASELINE_PREFIX) and k.split("_", 1)[1] not in _NOT_METRICS
-               and isinstance(results[k], (int, float)) and not isinstance(results[k], bool)]
+               and isinstance(results[k], (int, float)) and not isinstance(results[k], bool) and k not in grouped]
     for key in ("perplexity",):  # run_clm / run_mlm also report it un-prefixed
         if key in results and f"eval_{key}" not in metrics:
             metrics.insert(0, key)
-    width = max([len(k) for k in metrics] + [len("predictions"), len("metric")]) + 2
+    by_type_labels = {prefix: f"{prefix}_f1 by type" for prefix in by_type}
+    width = max([len(k) for k in metrics] + [len(label) for label in by_type_labels.values()]
+                + [len("predictions"), len("metric")]) + 2
     rows = ["***** Summary *****"]
+    if results.get("head_newly_initialized"):
+        rows.append("  WARNING: evaluation only, of newly initialised (never trained) weights"
+                    + (f" ({', '.join(results['newly_initialized_weights'])})"
+                       if results.get("newly_initialized_weights") else " (a model built from a config)")
+                    + ": these scores measure a random head, not a trained model")
     if metrics:
         rows.append(f"  {'metric':<{width}}{'this run':>10}" + (f"   baseline: {baseline}" if baseline else ""))
         for key in metrics:
@@ -188,6 +287,10 @@ def format_summary(results, output_dir, model_saved=True, tracker_dirs=()):
             base = results.get(BASELINE_PREFIX + key) if key == "perplexity" else base
             rows.append(f"  {key:<{width}}{_number(results[key]):>10}" + (f"   {_number(base)}" if base is not None
                                                                              else ""))
+    for prefix, types in by_type.items():  # one line instead of 4 rows per type; all_results.json has every key
+        rows.append(f"  {by_type_labels[prefix]:<{width}}" + ", ".join(
+            f"{entity_type} {_number(results[f'{prefix}_{entity_type}_f1'])} "
+            f"({_number(results[f'{prefix}_{entity_type}_number'])})" for entity_type in types))
     if results.get("eval_samples") is not None:
         rows.append(f"  {'evaluated':<{width}}{_number(results['eval_samples'])} examples")
     if results.get("predict_samples") is not None:
@@ -199,7 +302,7 @@ def format_summary(results, output_dir, model_saved=True, tracker_dirs=()):
                     f"samples" + (f", train_loss {loss:.4f}" if loss is not None else ""))
     else:
         rows.append(f"  {'trained':<{width}}no (evaluation only)")
-    if results.get("train_runtime") is not None:
+    if results.get("train_runtime") is not None:  # written only when something was trained
         speed = f", {results['train_samples_per_second']:,.1f} training samples/s" if steps else ""
         rows.append(f"  {'time':<{width}}{results['train_runtime']:,.1f} s{speed}")
     if model_saved:

@@ -50,7 +50,6 @@ import time
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from .checkpointing import (
     PROGRESS_FILE,
@@ -60,8 +59,9 @@ from .checkpointing import (
     save_checkpoint,
 )
 from .hardware import host_info
+from .launch import loaded_weight_reports
 from .preemption import exit_preempted, signal_received
-from .reporting import format_summary
+from .reporting import format_summary, make_progress_bar
 from .saving import push_to_hub, save_model, write_all_results
 from .throughput import count_tokens
 from .tracking import log_final_metrics, tracker_dirs
@@ -102,6 +102,27 @@ def run_settings(args, accelerator):
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items()}
     settings["num_processes"] = accelerator.num_processes
     return settings
+
+
+def untrained_weights(args):
+    """The weights of the evaluated model that no checkpoint gave it, for an evaluation-only run: what
+    transformers initialised itself when the scripts' `from_pretrained` loaded `--model_name_or_path`
+    (`common.launch.loaded_weight_reports`: MISSING or MISMATCH on its LOAD REPORT, e.g. the `classifier.*` of a
+    base checkpoint loaded for sequence classification), or the whole model when it was built from a config
+    (no `--model_name_or_path`).
+
+    Args:
+        args: parsed flags; reads `model_name_or_path` and `config_name` / `model_type`.
+
+    Returns:
+        list of {"model", "source", "weights"} (see `loaded_weight_reports`) with non-empty "weights"; for a
+        model built from a config one entry with "weights" empty and "source" naming the config. Empty when
+        every weight came from the checkpoint.
+    """
+    if not getattr(args, "model_name_or_path", None):
+        config = getattr(args, "config_name", None) or getattr(args, "model_type", None) or "a config"
+        return [{"model": "the model", "source": f"{config} (built from a config: every weight)", "weights": []}]
+    return [report for report in loaded_weight_reports() if report["weights"]]
 
 
 def check_run_settings(checkpoint, current, ignore_mismatch=False):
@@ -228,6 +249,14 @@ class TrainingRun:
                              f"go to {args.output_dir} (no model is saved) *****")
             if getattr(args, "test_file", None):
                 self.logger.info(f"  then the --test_file {args.test_file} is predicted")
+            for report in untrained_weights(args):  # a random head scored as if it were the checkpoint's
+                weights = f"newly initialised {', '.join(report['weights'])}" if report["weights"] else \
+                    "every weight newly initialised"
+                self.logger.warning(
+                    f"***** Evaluating weights that were never trained: {report['model']} from {report['source']}: "
+                    f"{weights}. The scores measure this random part, not a trained model; train first (without "
+                    "--max_train_steps 0), or evaluate a checkpoint fine-tuned for this task. "
+                    "all_results.json records head_newly_initialized: true *****")
             return
         self.logger.info("***** Running training *****")
         self.logger.info(f"  Num examples = {self.num_train_examples}")
@@ -356,7 +385,7 @@ class TrainingRun:
         self._window_micro_batches = 0
 
         if self.progress_bar is None:
-            self.progress_bar = tqdm(
+            self.progress_bar = make_progress_bar(  # redrawn on a terminal, a line every 30 s in a log file
                 total=self.max_train_steps, initial=self.completed_steps - 1, desc="train",
                 disable=not self.accelerator.is_local_main_process,
             )
@@ -479,16 +508,28 @@ class TrainingRun:
                 (its "samples" becomes `eval_samples`).
 
         Returns:
-            dict: `eval_*`, `train_steps`, `train_loss` (None without training), `train_samples`,
-            `train_runtime` (s), `train_samples_per_second`, `train_tokens_per_second` and
-            `train_padding_fraction` (only when batches have an `attention_mask`), and `host_*`
-            (`common.hardware.host_info`: device, its name, native bf16 or not, threads).
+            dict: `eval_*`; after training (at least one optimizer step, a resumed run's earlier steps included)
+            `train_steps`, `train_loss`, `train_samples`, `train_runtime` (s), `train_samples_per_second`,
+            `train_tokens_per_second` and `train_padding_fraction` (only when batches have an `attention_mask`);
+            in an evaluation-only run no `train_*` key at all (found by the new-user trial: the evaluation's time
+            was written as `train_runtime`, with `train_samples_per_second: 0.0` and `train_loss: null`) but
+            `head_newly_initialized` and, when true for loaded weights, `newly_initialized_weights`
+            (`untrained_weights`); and `host_*` (`common.hardware.host_info`: device, its name, native bf16 or
+            not, threads).
         """
         if self.progress_bar is not None:
             self.progress_bar.close()
         totals = self._totals()
-        runtime = max(totals["runtime"], 1e-9)
         results = {f"eval_{k}": v for k, v in eval_metrics.items()}
+        if self.completed_steps == 0:  # evaluation only: nothing was trained, so there is no train_* to report
+            untrained = untrained_weights(self.args)
+            results["head_newly_initialized"] = bool(untrained)
+            names = sorted({name for report in untrained for name in report["weights"]})
+            if names:
+                results["newly_initialized_weights"] = names
+            results.update(host_info(self.accelerator))
+            return results
+        runtime = max(totals["runtime"], 1e-9)
         results["train_steps"] = self.completed_steps
         results["train_loss"] = totals["loss_sum"] / totals["micro_batches"] if totals["micro_batches"] else None
         results["train_samples"] = totals["samples"]

@@ -611,9 +611,10 @@ def training_function(args):
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
     results = run.results(eval_metrics)
     # The transformers example's `perplexity` key, the validation blocks scored, and the tokens trained on
-    # (every block holds exactly block_size tokens).
-    results.update(perplexity=eval_metrics["perplexity"], eval_samples=len(eval_dataset), block_size=block_size,
-                   train_tokens=results["train_samples"] * block_size)
+    # (every block holds exactly block_size tokens; no train_* key in an evaluation-only run).
+    results.update(perplexity=eval_metrics["perplexity"], eval_samples=len(eval_dataset), block_size=block_size)
+    if "train_samples" in results:
+        results["train_tokens"] = results["train_samples"] * block_size
     results.update(unigram_baseline(train_dataset, eval_dataset, accelerator.unwrap_model(model).config))
     run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 

@@ -261,6 +261,24 @@ def test_recipes_named_in_the_docs_exist():
     assert not missing, missing
 
 
+def test_every_output_folder_the_docs_load_is_one_a_documented_run_writes():
+    """A snippet that loads `outputs/X` (a `pipeline(model=...)`, `from_pretrained(...)`, `--model_name_or_path`,
+    `--tokenizer_name`) must name a folder that a recipe (`output_dir:`) or a documented command (`--output_dir`,
+    `--output`) writes; found by the new-user trial: the NER recipe wrote outputs/conll2003, README loaded
+    outputs/ner."""
+    written = {yaml.safe_load(path.read_text()).get("output_dir") for path in (REPO / "recipes").glob("*.yaml")}
+    loaded = set()
+    for path in DOC_FILES:
+        text = path.read_text()
+        written |= set(re.findall(r"--output(?:_dir)?[ =](outputs/[\w.-]+)", text))
+        for name in re.findall(r"(?:model=|from_pretrained\(|--model_name_or_path[ =]|--tokenizer_name[ =])"
+                               r"[\"']?(outputs/[\w.-]+)", text):
+            loaded.add((path.relative_to(REPO), name))
+    assert len(loaded) >= 8, loaded  # README's pipeline snippet and the docs' evaluation-only commands
+    missing = [f"{page}: {name}" for page, name in sorted(loaded) if name not in written]
+    assert not missing, f"loaded but written by no recipe or documented command: {missing}"
+
+
 def test_markers_and_fences_are_checked(tmp_path):
     page = tmp_path / "page.md"
     with pytest.raises(ValueError, match=r"page.md:2: `docs-test: skip` needs a reason"):

@@ -74,7 +74,9 @@ def test_bare_encoder_gets_a_new_head_and_learns(untrained, trained):
     before, stdout = untrained
     _, after = trained
     assert "has no masked-LM head" in stdout and "cls.predictions.transform.dense.weight" in stdout
-    assert before["mlm_head_from_checkpoint"] is False and before["train_steps"] == 0
+    assert before["mlm_head_from_checkpoint"] is False and "train_steps" not in before
+    assert before["head_newly_initialized"] is True  # ... and the evaluation-only run says so in its results
+    assert "cls.predictions.transform.dense.weight" in before["newly_initialized_weights"]
     # The random head on a random 32-wide encoder: about uniform over the ~200-token vocabulary.
     assert before["perplexity"] > 100
     # Measured 115 -> 20.3 after 4 epochs (44 steps). A 2-layer, 32-wide BERT first learns the token frequencies

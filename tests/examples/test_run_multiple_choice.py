@@ -152,7 +152,8 @@ def test_evaluation_only_on_2_processes_repeats_the_predictions(trained_run, mc_
                                       "--max_seq_length", "32", "--per_device_eval_batch_size", "8", "--output_dir",
                                       eval_out], num_processes=2)
     results, trained = read_results(eval_out), read_results(out)
-    assert results["train_steps"] == 0 and not (eval_out / "model.safetensors").exists()
+    assert "train_steps" not in results and not (eval_out / "model.safetensors").exists()
+    assert results["head_newly_initialized"] is False  # the saved model, head included
     assert results["eval_samples"] == N_VALIDATION and results["eval_accuracy"] == trained["eval_accuracy"]
     assert predictions_of(eval_out / "eval_predictions.txt") == predictions_of(out / "eval_predictions.txt")
 

@@ -1,8 +1,10 @@
 """End-to-end tests of examples/run_ner.py: `accelerate launch` on 1 and 2 CPU processes, offline, a tiny BERT
 built from a config, and a small learnable NER data set written in CoNLL (IOB1 and IOB2) and JSON Lines."""
 
+import itertools
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -118,7 +120,8 @@ def untrained_f1(tmp_path_factory, ner_data, tiny_ner_bert):
             validation_file=directory / "validation.jsonl", max_train_steps=0, overwrite_output_dir=True)])
     finally:
         AcceleratorState._reset_state(True)
-    assert results["train_steps"] == 0
+    assert not [key for key in results if key.startswith("train_")]  # nothing trained, no train_* key
+    assert results["head_newly_initialized"] is True and "classifier.weight" in results["newly_initialized_weights"]
     assert results["eval_words"] == num_words(splits["validation"])
     assert not (Path(output_dir) / "model.safetensors").exists()
     return results["eval_f1"]
@@ -127,10 +130,18 @@ def untrained_f1(tmp_path_factory, ner_data, tiny_ner_bert):
 @pytest.mark.slow  # a launch; JSON Lines reading is unit-tested, the 2-process test below trains run_ner
 def test_train_json_lines_one_process(tmp_path, ner_data, tiny_ner_bert, untrained_f1):
     directory, splits = ner_data
-    launch("run_ner.py", common_args(tiny_ner_bert, tmp_path, train_file=directory / "train.jsonl",
-                                     validation_file=directory / "validation.jsonl", num_train_epochs=2,
-                                     return_entity_level_metrics=True))
+    run = launch("run_ner.py", common_args(tiny_ner_bert, tmp_path, train_file=directory / "train.jsonl",
+                                           validation_file=directory / "validation.jsonl", num_train_epochs=2,
+                                           return_entity_level_metrics=True))
     results = read_results(tmp_path)
+    # The console summary stays short with per-type metrics (about 40 lines in the new-user trial): the overall
+    # rows with their baseline, one F1 line for the types; all_results.json keeps every per-type key.
+    after = run.stdout.split("***** Summary *****\n", 1)[1].splitlines()
+    summary = "\n".join(itertools.takewhile(lambda line: line.startswith("  "), after)) + "\n"
+    assert len(summary.splitlines()) <= 12, summary
+    assert re.search(r"\n  eval_f1 by type +LOC \d\.\d{4} \(\d+\), ORG \d\.\d{4} \(\d+\), PER \d\.\d{4} "
+                     rf"\({results['eval_PER_number']}\)\n", summary), summary
+    assert all(f"eval_{t}_{part}" in results for t in ("LOC", "ORG", "PER") for part in ("precision", "recall"))
     assert results["eval_f1"] > max(0.6, untrained_f1 + 0.4), (results["eval_f1"], untrained_f1)
     assert results["eval_words"] == num_words(splits["validation"])
     gold_per = sum(1 for words in splits["validation"] for w in words if w[2] == "B-PER")

@@ -159,7 +159,7 @@ def untrained_t5(data, tiny_t5, tmp_path_factory):
 @pytest.mark.slow  # a launch; the two-process test below scores the same metric path
 def test_evaluation_only_scores_the_untrained_model_exactly(untrained_t5, tiny_t5, data):
     output_dir, results = untrained_t5
-    assert results["train_steps"] == 0 and results["train_loss"] is None
+    assert not [key for key in results if key.startswith("train_")]  # nothing trained, no train_* key
     assert not (output_dir / "model.safetensors").exists()
     sources, references = zip(*data["pairs"]["validation"])
     lines = prediction_lines(output_dir)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -118,6 +119,37 @@ def test_under_torch_elastic_another_rank_waits_before_it_reports(tmp_path):
     assert json.loads(error_file.read_text())["message"].startswith(USER_MESSAGE)
 
 
+def test_another_rank_stopped_while_it_waits_exits_0_and_writes_nothing(tmp_path):
+    """torch elastic lists every stopped process whose status is not 0 as a failure of its own ("exitcode -15"
+    under the root cause, found by the new-user trial); the launcher stops the waiting rank when rank 0 failed."""
+    import signal
+
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM)
+    error_file = tmp_path / "error.json"
+    env = {**{k: v for k, v in os.environ.items() if k != "ACCELERATE_DEBUG_MODE"}, "PYTHONPATH": str(REPO),
+           "TORCHELASTIC_ERROR_FILE": str(error_file), "RANK": "1"}
+    process = subprocess.Popen([sys.executable, str(program), "--kind", "user"], env=env, cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:  # until it catches SIGTERM: it waits then
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+            if caught & (1 << (signal.SIGTERM - 1)):
+                break
+            time.sleep(0.1)
+        start = time.perf_counter()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert time.perf_counter() - start < NON_MAIN_RANK_DELAY_S / 2  # at once, not after the wait
+    assert not error_file.exists() and stderr == ""
+
+
 def test_a_bug_under_torch_elastic_writes_its_traceback_as_the_root_cause(tmp_path):
     error_file = tmp_path / "error.json"
     result, _ = run_program(tmp_path, "--kind", "bug", env={"TORCHELASTIC_ERROR_FILE": str(error_file)})
@@ -203,3 +235,20 @@ def test_the_load_report_becomes_one_line_without_ansi_codes(tmp_path, tiny_bert
     reports = [r for r in records if "classifier" in r]
     assert reports == [f"BertForSequenceClassification from {tiny_bert}: newly initialised (missing from the "
                        "checkpoint): classifier.bias, classifier.weight"]
+    # What the report says is kept for TrainingRun (an evaluation-only run of a new head warns and records it).
+    assert report_filter.reports == [{"model": "BertForSequenceClassification", "source": str(tiny_bert),
+                                      "weights": ["classifier.bias", "classifier.weight"]}]
+
+
+def test_on_other_processes_the_load_report_is_read_but_not_shown(tiny_bert):
+    """Processes other than the local main one log errors only; their report is still read (`reports`), so every
+    process's all_results dict says whether the evaluated head was new."""
+    quiet = LoadReportInOneLine()
+    quiet.quiet_below_error = True
+    report = logging.LogRecord("transformers.modeling_utils", logging.WARNING, __file__, 1,
+                               "\x1b[1mBertModel LOAD REPORT\x1b[0m from: /m\nKey | Status\n----+---\n"
+                               "pooler.dense.bias | MISSING\n\nNotes:", None, None)
+    other = logging.LogRecord("transformers.modeling_utils", logging.WARNING, __file__, 1, "other", None, None)
+    error = logging.LogRecord("transformers.modeling_utils", logging.ERROR, __file__, 1, "broken", None, None)
+    assert quiet.filter(report) is False and quiet.filter(other) is False and quiet.filter(error) is True
+    assert quiet.reports == [{"model": "BertModel", "source": "/m", "weights": ["pooler.dense.bias"]}]

@@ -288,3 +288,56 @@ def test_a_warmup_as_long_as_the_run_is_reported_with_the_peak_it_reaches(tmp_pa
         make_run(tmp_path, RecordingTracker(), plan, num_examples=16, lrs=[0.1], num_warmup_steps=3,
                  learning_rate=1e-4)
     assert "num_warmup_steps" not in caplog.text
+
+
+def test_an_evaluation_only_run_writes_no_train_keys_and_names_a_new_head_loudly(tmp_path, tracker, tiny_bert,
+                                                                                   caplog):
+    """Found by the new-user trial: evaluating a base checkpoint (its classification head newly initialised by
+    transformers) scored a random head with nothing but the load line saying so, and all_results.json held
+    train_runtime (the evaluation's time), train_samples_per_second 0.0 and train_loss null."""
+    from transformers import AutoModelForSequenceClassification
+
+    from common.launch import quiet_libraries
+
+    accelerator = Accelerator(cpu=True)
+    quiet_libraries(accelerator)  # as setup_run does: the load report is read on every process
+    AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)  # BERT encoder + new classifier
+    model = torch.nn.Linear(2, 1)
+    optimizer = accelerator.prepare(torch.optim.SGD(model.parameters(), lr=0.1))
+    plan = StepPlan(num_batches=0, num_update_steps_per_epoch=1, max_train_steps=0, num_train_epochs=0)
+    with caplog.at_level(logging.INFO, logger="test"):
+        run = TrainingRun(accelerator, make_args(tmp_path, model_name_or_path=tiny_bert, with_tracking=False), plan,
+                          None, optimizer, logging.getLogger("test"))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "test"]
+    assert warnings == [f"***** Evaluating weights that were never trained: BertForSequenceClassification from "
+                        f"{tiny_bert}: newly initialised classifier.bias, classifier.weight. The scores measure this "
+                        "random part, not a trained model; train first (without --max_train_steps 0), or evaluate a "
+                        "checkpoint fine-tuned for this task. all_results.json records head_newly_initialized: true "
+                        "*****"]
+    results = run.results({"accuracy": 0.5, "samples": 8})
+    assert not [key for key in results if key.startswith("train_")], results
+    assert results["eval_accuracy"] == 0.5 and results["eval_samples"] == 8 and "host_device" in results
+    assert results["head_newly_initialized"] is True
+    assert results["newly_initialized_weights"] == ["classifier.bias", "classifier.weight"]
+
+    # The same checkpoint saved with its head, evaluated: every weight loaded, no warning, the flag false.
+    saved = tmp_path / "with_head"
+    AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2).save_pretrained(saved)
+    quiet_libraries(accelerator)  # the next run starts with no report
+    AutoModelForSequenceClassification.from_pretrained(saved)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="test"):
+        run = TrainingRun(accelerator, make_args(tmp_path, model_name_or_path=str(saved), with_tracking=False), plan,
+                          None, optimizer, logging.getLogger("test"))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name == "test"]
+    results = run.results({"accuracy": 0.5, "samples": 8})
+    assert results["head_newly_initialized"] is False and "newly_initialized_weights" not in results
+    assert not [key for key in results if key.startswith("train_")]
+
+    # Built from a config (no --model_name_or_path): every weight is new.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="test"):
+        args = make_args(tmp_path, model_name_or_path=None, config_name="cfg", with_tracking=False)
+        run = TrainingRun(accelerator, args, plan, None, optimizer, logging.getLogger("test"))
+    assert "the model from cfg (built from a config: every weight): every weight newly initialised" in caplog.text
+    assert run.results({"loss": 6.0})["head_newly_initialized"] is True

@@ -319,8 +319,9 @@ def check_streaming_args(args):
             no --train_file (--streaming reads local shards; not --dataset_name), no --validation_file
             (validation is a map-style file, not a part of the stream), --max_train_samples (the run's length is
             --max_train_steps), --dataloader_num_workers > 0 (the stream's position must live in the training
-            process); and see `resolve_stream_files` (the glob) and `resolve_stream_text_column` (the first row of
-            every JSON Lines shard).
+            process), --preprocessing_num_workers (nothing is tokenised up front); and see
+            `resolve_stream_files` (the glob) and `resolve_stream_text_column` (the first row of every JSON Lines
+            shard).
     """
     if not args.max_train_steps:
         raise ValueError("--streaming needs --max_train_steps (> 0): a stream has no length from which to count "
@@ -337,6 +338,9 @@ def check_streaming_args(args):
     if args.dataloader_num_workers:
         raise ValueError(f"--dataloader_num_workers {args.dataloader_num_workers} with --streaming: the stream is "
                          "read in the training process (its position goes into the checkpoints); use 0.")
+    if getattr(args, "preprocessing_num_workers", None):
+        raise ValueError(f"--preprocessing_num_workers {args.preprocessing_num_workers} with --streaming: the stream "
+                         "is tokenised on the fly in the training process; drop the flag.")
     resolve_stream_text_column(resolve_stream_files(args.train_file), getattr(args, "text_column_name", None))
 
 

@@ -196,7 +196,7 @@ def test_streaming_flags(tmp_path):
     (tmp_path / "a.txt").write_text("x\n")
     good = dict(max_train_steps=10, train_file=str(tmp_path / "*.txt"), dataset_name=None,
                 validation_file=str(tmp_path / "a.txt"), max_train_samples=None, dataloader_num_workers=0,
-                text_column_name=None)
+                text_column_name=None, preprocessing_num_workers=None)
     check_streaming_args(Namespace(**good))
     for change, message in [
         ({"max_train_steps": None}, r"--streaming needs --max_train_steps"),
@@ -204,6 +204,7 @@ def test_streaming_flags(tmp_path):
         ({"validation_file": None}, r"--streaming needs a --validation_file"),
         ({"max_train_samples": 5}, r"--max_train_samples does not apply with --streaming"),
         ({"dataloader_num_workers": 2}, r"--dataloader_num_workers 2 with --streaming"),
+        ({"preprocessing_num_workers": 2}, r"--preprocessing_num_workers 2 with --streaming"),
         ({"train_file": str(tmp_path / "*.jsonl")}, r"the pattern matches no file"),
     ]:
         with pytest.raises(ValueError, match=message):

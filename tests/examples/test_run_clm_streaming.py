@@ -3,14 +3,19 @@
 mid-run checkpoint to the same weights, bit for bit."""
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
 import train_tokenizer
 from test_run_clm import corpus_lines, load_weights
 
-from conftest import launch, read_results
+from conftest import EXAMPLES, OFFLINE_ENV, launch, read_results
 
 BLOCK_SIZE = 32
 STEPS = 20
@@ -80,3 +85,28 @@ def test_streaming_two_processes_resume_bit_identically(shards, tmp_path):
     launch("run_clm.py", stream_args(shards, tmp_path / "resumed", *args, "--resume_from_checkpoint", "latest"),
            num_processes=2)
     assert_same_run(tmp_path / "full", tmp_path / "resumed")
+
+
+@pytest.mark.slow  # three launches of 150 steps: about 3 minutes on 2 shared CPU cores
+def test_streaming_sigterm_checkpoints_the_stream_and_resumes_exactly(shards, tmp_path):
+    # One unchanged command for every launch: `latest` starts from scratch when there is no checkpoint yet.
+    def command(out):
+        args = stream_args(shards, out, "--resume_from_checkpoint", "latest")
+        args[args.index("--max_train_steps") + 1] = 150
+        return args
+
+    launch("run_clm.py", command(tmp_path / "full"))
+    out = tmp_path / "preempted"
+    env = {**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen([sys.executable, str(EXAMPLES / "run_clm.py"), *map(str, command(out))], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    while not (out / "step_10").exists():
+        assert process.poll() is None, process.stdout.read()[-3000:]
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == 75, output[-3000:]  # preempted: the step's checkpoint is written, then exit 75
+    last = max(out.glob("step_*"), key=lambda p: int(p.name[5:]))
+    assert 10 <= int(last.name[5:]) < 150 and (last / "stream_state_0.json").is_file()
+    launch("run_clm.py", command(out))  # the same command, again
+    assert_same_run(tmp_path / "full", out)

@@ -3,7 +3,9 @@
 Data: a Hub dataset (`--dataset_name`) or your own `--train_file`/`--validation_file` in .txt (one
 example per line), .csv, .json or .jsonl (a text column); without a validation file the first
 `--validation_split_percentage` % of the training examples are held out. Texts are tokenised,
-concatenated and cut into blocks of exactly `--block_size` tokens (the remainder is dropped).
+concatenated and cut into blocks of exactly `--block_size` tokens (the remainder is dropped). With `--streaming`,
+`--train_file` is a glob of .txt / JSON Lines shards read as a stream (each process its own share, blocks packed
+on the fly, the position saved in every checkpoint; common/streaming.py), for corpora larger than memory.
 Model: a pretrained checkpoint (`--model_name_or_path`, also a GGUF file with `--gguf_file`) or a
 new one built from `--model_type`/`--config_name` (+ `--config_overrides`) with a trained
 `--tokenizer_name` (see `train_tokenizer.py`). Metric: perplexity, exp of the mean next-token

@@ -7,7 +7,7 @@ export SHARED_DATA_DIR
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: install test test-unit test-examples test-all lint demo bench mutation
+.PHONY: install test test-unit test-examples test-all lint demo bench bench-streaming mutation
 
 install:
 	$(PYTHON) -m pip install -r requirements.txt
@@ -39,6 +39,12 @@ demo:
 
 bench:
 	$(PYTHON) benchmarks/bench.py
+	$(PYTHON) benchmarks/streaming_rss.py
+
+# run_clm --streaming: peak RSS on a generated corpus about 1x and 10x the run's RAM (~0.6 and ~6 GB in /tmp,
+# deleted afterwards).
+bench-streaming:
+	$(PYTHON) benchmarks/streaming_rss.py
 
 # Mutation testing (mutmut) of the step arithmetic and the metric definitions against the unit tests, one
 # worker, in .mutation/ (see docs/mutation.md; the targets are listed at the top of tools/mutation.py).

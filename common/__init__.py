@@ -8,6 +8,7 @@ One module per concern, a few plain functions each:
 - `common.errors`: `run_script(main)`, the user's errors as one line from one process (the launcher's root cause).
 - `common.data`: loading local CSV/TSV/JSON/JSON Lines/text files into a `DatasetDict` with clear errors.
 - `common.dataloaders`: the training, evaluation and prediction DataLoaders, built the same way everywhere.
+- `common.streaming`: `--streaming`, training shards read as a stream, packed on the fly, resumable per process.
 - `common.sampling`: length-grouped sampling (`--group_by_length`), padding multiples, padding-flag checks.
 - `common.optimization`: AdamW with no-decay groups, step arithmetic, the learning-rate scheduler.
 - `common.fast_dropout`: `--fast_dropout`, cheaper dropout masks on CPU.

@@ -502,7 +502,8 @@ def validate_common_args(args):
     """Checks flag combinations that argparse cannot express.
 
     - a data source is given: `--dataset_name` or `--train_file`/`--validation_file`;
-    - data files exist, are not empty, and have an extension in `args.file_extensions`;
+    - data files exist, are not empty, and have an extension in `args.file_extensions` (with `--streaming` the
+      `--train_file` glob is checked by `common.streaming.resolve_stream_files`);
     - `--report_to` implies `--with_tracking` (`apply_tracking_flags`); the trackers are installed and can log in
       (`common.tracking.parse_report_to`);
     - `--push_to_hub`: see `check_push_to_hub` (Hub access known before any data is loaded);
@@ -515,9 +516,10 @@ def validate_common_args(args):
     if args.dataset_name is None and args.train_file is None and args.validation_file is None:
         raise ValueError("Need either --dataset_name or --train_file/--validation_file (local data files).")
     extensions = getattr(args, "file_extensions", ())
+    streaming = getattr(args, "streaming", False)  # --train_file is a glob of shards (common/streaming.py)
     for flag in ("train_file", "validation_file", "test_file"):
         path = getattr(args, flag, None)
-        if path is None:
+        if path is None or (streaming and flag == "train_file"):
             continue
         extension = Path(path).suffix.lstrip(".").lower()
         if extensions and extension not in extensions:
@@ -527,7 +529,7 @@ def validate_common_args(args):
             raise ValueError(f"--{flag} {path}: file not found.")
         if os.path.getsize(path) == 0:
             raise ValueError(f"--{flag} {path}: the file is empty.")
-    if args.train_file and args.validation_file:
+    if args.train_file and args.validation_file and not streaming:
         ext_train = Path(args.train_file).suffix.lower().replace("jsonl", "json")
         ext_val = Path(args.validation_file).suffix.lower().replace("jsonl", "json")
         if ext_train != ext_val:

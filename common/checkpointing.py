@@ -13,6 +13,8 @@ import re
 import shutil
 from pathlib import Path
 
+from .streaming import save_stream_state
+
 PROGRESS_FILE = "training_progress.json"
 _NAME = re.compile(r"^(step|epoch)_(\d+)$")
 # Files `accelerator.save_state` always writes on the main process.
@@ -21,7 +23,8 @@ _STATE_FILES = ("random_states_0.pkl", "optimizer.bin")
 logger = logging.getLogger(__name__)
 
 
-def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total_limit=None, extra=None):
+def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total_limit=None, extra=None,
+                    stream_state=None):
     """Saves the full training state to `output_dir/name`, atomically. Call on every process.
 
     Args:
@@ -34,6 +37,8 @@ def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total
             only after the new one is complete.
         extra: optional JSON-serialisable dict stored in `training_progress.json` beside the position
             (`common.run.TrainingRun` stores the run's running totals and settings there).
+        stream_state: with `--streaming`, this process's stream position (`common.streaming`), written by every
+            process as `stream_state_<process_index>.json` (each process reads another share of the stream).
 
     Returns:
         Path of the checkpoint folder.
@@ -45,6 +50,9 @@ def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total
         shutil.rmtree(tmp)  # left behind by a run killed during a save
     accelerator.wait_for_everyone()
     accelerator.save_state(str(tmp))
+    if stream_state is not None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        save_stream_state(tmp, accelerator.process_index, stream_state)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         progress = {"completed_steps": completed_steps, "epoch": epoch, "name": name, **(extra or {})}

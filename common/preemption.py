@@ -69,7 +69,7 @@ def preemption_requested(accelerator):
     return flag.item() > 0
 
 
-def exit_preempted(accelerator, logger, args, completed_steps, epoch, extra=None):
+def exit_preempted(accelerator, logger, args, completed_steps, epoch, extra=None, stream_state=None):
     """Saves the `step_{completed_steps}` checkpoint (`common.checkpointing.save_checkpoint`, which
     honours --checkpoints_total_limit), ends the trackers and exits.
 
@@ -77,13 +77,14 @@ def exit_preempted(accelerator, logger, args, completed_steps, epoch, extra=None
         args: parsed flags; uses `output_dir` and `checkpoints_total_limit`.
         completed_steps: optimizer steps done so far; epoch: the epoch being trained (0-based).
         extra: optional dict stored in the checkpoint's `training_progress.json` (see `save_checkpoint`).
+        stream_state: with `--streaming`, this process's stream position (see `save_checkpoint`).
 
     Raises:
         SystemExit: always, with code `PREEMPTED_EXIT_CODE` (75), on every process.
     """
     checkpoint = save_checkpoint(
         accelerator, args.output_dir, f"step_{completed_steps}", completed_steps, epoch, args.checkpoints_total_limit,
-        extra=extra,
+        extra=extra, stream_state=stream_state,
     )
     logger.warning(f"Preempted: saved {checkpoint}; rerun with --resume_from_checkpoint latest to continue.")
     accelerator.end_training()

@@ -63,6 +63,7 @@ from .launch import loaded_weight_reports
 from .preemption import exit_preempted, signal_received
 from .reporting import format_summary, make_progress_bar
 from .saving import push_to_hub, save_model, write_all_results
+from .streaming import load_stream_state
 from .throughput import count_tokens
 from .tracking import log_final_metrics, tracker_dirs
 
@@ -81,6 +82,7 @@ RUN_SETTING_FLAGS = (
     "lr_scheduler_type",
     "num_warmup_steps",
     "weight_decay",
+    "streaming",
 )
 # Not recorded: --num_train_epochs / --max_train_steps (continuing a run to more steps is a common, deliberate
 # resume; the schedule is then re-sized, as in the transformers examples).
@@ -207,14 +209,18 @@ class TrainingRun:
     """
 
     def __init__(self, accelerator, args, plan, train_dataloader, optimizer, logger):
-        if train_dataloader is not None and len(train_dataloader) != plan.num_batches:
+        # A `--streaming` DataLoader (common/streaming.py) has no length; its position travels in the checkpoints.
+        self.train_dataloader = train_dataloader
+        self.streaming = hasattr(train_dataloader, "stream_state_dict")
+        if train_dataloader is not None and not self.streaming and len(train_dataloader) != plan.num_batches:
             raise RuntimeError(
                 f"Prepared DataLoader has {len(train_dataloader)} batches, the step plan expected {plan.num_batches}."
             )
         self.accelerator, self.args, self.plan, self.optimizer, self.logger = (
             accelerator, args, plan, optimizer, logger
         )
-        self.num_train_examples = len(train_dataloader.dataset) if train_dataloader is not None else 0
+        has_length = train_dataloader is not None and not self.streaming
+        self.num_train_examples = len(train_dataloader.dataset) if has_length else 0
         self.max_train_steps = plan.max_train_steps
         self.num_train_epochs = plan.num_train_epochs
         self.completed_steps = self.starting_epoch = self.batches_to_skip = 0
@@ -259,7 +265,7 @@ class TrainingRun:
                     "all_results.json records head_newly_initialized: true *****")
             return
         self.logger.info("***** Running training *****")
-        self.logger.info(f"  Num examples = {self.num_train_examples}")
+        self.logger.info(f"  Num examples = {'streamed' if self.streaming else self.num_train_examples}")
         self.logger.info(f"  Num epochs = {self.num_train_epochs}")
         self.logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
         self.logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")
@@ -302,7 +308,11 @@ class TrainingRun:
         """Takes the position and the running totals from `checkpoint`, after `accelerator.load_state`.
 
         Sets `completed_steps`, `starting_epoch` and `batches_to_skip` (micro-batches of `starting_epoch`
-        to skip with `accelerator.skip_first_batches`; see `common.checkpointing.resume_position`).
+        to skip with `accelerator.skip_first_batches`; see `common.checkpointing.resume_position`). With
+        `--streaming`, loads this process's stream position instead (`common.streaming`; nothing to skip).
+
+        Raises:
+            ValueError: with `--streaming`, naming the checkpoint when it holds no stream position.
         """
         self.logger.info(f"Resuming from {checkpoint}")
         self.completed_steps = checkpoint_completed_steps(checkpoint, self.plan.num_update_steps_per_epoch)
@@ -321,6 +331,10 @@ class TrainingRun:
             self._epoch_loss_before_resume = totals.get("epoch_loss_sum", 0.0)
             self._epoch_micro_batches_before_resume = totals.get("epoch_micro_batches", 0)
         self._next_lr = self.optimizer.param_groups[0]["lr"]  # restored with the optimizer state
+        if self.streaming:  # the stream continues at its saved position: nothing to skip
+            self.train_dataloader.load_stream_state_dict(
+                load_stream_state(checkpoint, self.accelerator.process_index))
+            self.batches_to_skip = 0
         self._trim_eval_history(self.completed_steps)
         self._start = time.perf_counter()
 
@@ -490,14 +504,19 @@ class TrainingRun:
         extra = {"totals": self._totals(), "run_settings": run_settings(self.args, self.accelerator)}
         return save_checkpoint(
             self.accelerator, self.args.output_dir, name, self.completed_steps, epoch,
-            self.args.checkpoints_total_limit, extra=extra,
+            self.args.checkpoints_total_limit, extra=extra, stream_state=self._stream_state(),
         )
+
+    def _stream_state(self):
+        """This process's stream position with `--streaming` (`common.streaming`), else None."""
+        return self.train_dataloader.stream_state_dict() if self.streaming else None
 
     def _exit_preempted(self, epoch):
         if self.progress_bar is not None:
             self.progress_bar.close()
         extra = {"totals": self._totals(), "run_settings": run_settings(self.args, self.accelerator)}
-        exit_preempted(self.accelerator, self.logger, self.args, self.completed_steps, epoch, extra=extra)
+        exit_preempted(self.accelerator, self.logger, self.args, self.completed_steps, epoch, extra=extra,
+                       stream_state=self._stream_state())
 
     # ----- the end -----
     def results(self, eval_metrics):

@@ -3,7 +3,9 @@
 Data: a Hub dataset (`--dataset_name`) or your own `--train_file`/`--validation_file` in .txt (one
 example per line), .csv, .json or .jsonl (a text column); without a validation file the first
 `--validation_split_percentage` % of the training examples are held out. Texts are tokenised,
-concatenated and cut into blocks of exactly `--block_size` tokens (the remainder is dropped).
+concatenated and cut into blocks of exactly `--block_size` tokens (the remainder is dropped). With `--streaming`,
+`--train_file` is a glob of .txt / JSON Lines shards read as a stream (each process its own share, blocks packed
+on the fly, the position saved in every checkpoint; common/streaming.py), for corpora larger than memory.
 Model: a pretrained checkpoint (`--model_name_or_path`, also a GGUF file with `--gguf_file`) or a
 new one built from `--model_type`/`--config_name` (+ `--config_overrides`) with a trained
 `--tokenizer_name` (see `train_tokenizer.py`). Metric: perplexity, exp of the mean next-token
@@ -17,6 +19,7 @@ cross-entropy over exactly the validation tokens, through the 🤗 evaluate modu
 """
 
 import argparse
+from functools import partial
 from itertools import chain
 from pathlib import Path
 
@@ -47,6 +50,7 @@ from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, progress_bar, unigram_perplexity
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
+from common.streaming import build_streaming_dataloader, check_streaming_args, plan_streaming_steps
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tpu import tie_weights_on_xla
 from common.tracking import init_trackers, parse_report_to
@@ -123,6 +127,13 @@ def parse_args(argv=None):
     # The flag of the transformers example, kept so that its commands work unchanged.
     task.add_argument("--no_keep_linebreaks", dest="keep_linebreaks", action="store_false", help=argparse.SUPPRESS)
     task.add_argument(
+        "--streaming",
+        action="store_true",
+        help="Read --train_file (a path or a glob of .txt / JSON Lines shards, e.g. 'shards/*.txt') as a stream: "
+        "never loaded whole, each process reads its own share, blocks are packed on the fly. Needs "
+        "--max_train_steps and --validation_file (see common/streaming.py).",
+    )
+    task.add_argument(
         "--sample_prompt",
         type=str,
         default=None,
@@ -157,8 +168,10 @@ def load_raw_datasets(args):
     if args.dataset_name is not None:
         raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
     else:
-        files = {"train": args.train_file, "validation": args.validation_file}
-        extension = Path(args.train_file or args.validation_file).suffix.lstrip(".").lower()
+        # With --streaming only the validation file is loaded here; the training shards are streamed.
+        train_file = None if args.streaming else args.train_file
+        files = {"train": train_file, "validation": args.validation_file}
+        extension = Path(train_file or args.validation_file).suffix.lstrip(".").lower()
         kwargs = {"keep_linebreaks": args.keep_linebreaks} if extension == "txt" else {}
         raw = load_data_files(files, **kwargs)
     if "validation" not in raw:
@@ -551,7 +564,7 @@ def training_function(args):
     setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
     raw_datasets = load_raw_datasets(args)
-    if "train" not in raw_datasets and args.max_train_steps != 0:
+    if "train" not in raw_datasets and args.max_train_steps != 0 and not args.streaming:
         raise ValueError("No training data: give --train_file (or --max_train_steps 0 to only evaluate).")
     text_column = resolve_text_column(args, raw_datasets)
     _, tokenizer, model = load_model_and_tokenizer(args)
@@ -559,28 +572,40 @@ def training_function(args):
     train_dataset, eval_dataset = preprocess(args, raw_datasets, tokenizer, text_column, block_size, accelerator)
     # Every block holds exactly block_size tokens: batches need no padding, and GPT-2 style tokenizers
     # without a pad token work as they are.
-    train_dataloader = build_train_dataloader(args, train_dataset, default_data_collator, accelerator)
     eval_dataloader = build_eval_dataloader(args, eval_dataset, default_data_collator)
+    if args.streaming:  # ----- --streaming: the shards are read, tokenised and packed on the fly (common/streaming.py)
+        train_dataloader = build_streaming_dataloader(
+            args, lambda examples: tokenizer(examples["text"], verbose=False),
+            partial(group_texts, block_size=block_size), default_data_collator, accelerator, args.keep_linebreaks,
+        )
+        plan = plan_streaming_steps(args)  # one pass of --max_train_steps steps
+    else:
+        train_dataloader = build_train_dataloader(args, train_dataset, default_data_collator, accelerator)
+        # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+        plan = plan_training_steps(args, train_dataloader, accelerator)
 
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
-    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
-    plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
         optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
 
-    model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
-        model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
-    )
+    if args.streaming:  # each process already reads its own share: `prepare` would shard the stream again
+        model, optimizer, eval_dataloader, lr_scheduler = accelerator.prepare(
+            model, optimizer, eval_dataloader, lr_scheduler
+        )
+    else:
+        model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
+            model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
+        )
     # Moving to an XLA device unties the input embedding and the output projection; tie them again.
     tie_weights_on_xla(model, accelerator)
     init_trackers(accelerator, "clm_no_trainer", args)  # the run's flags; logged steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
-        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
+        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip (or stream position), totals
 
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
@@ -632,6 +657,8 @@ def main(argv=None):
     runs it from a notebook."""
     args = parse_args(argv)
     validate_common_args(args)
+    if args.streaming:  # --max_train_steps, --validation_file, the --train_file glob, the JSON Lines text column
+        check_streaming_args(args)
     # Texts are concatenated and cut into blocks of exactly --block_size tokens: batches hold no padding.
     refuse_padding_flags(args, "every training and evaluation block holds exactly --block_size tokens, so batches "
                                "hold no padding to save")

@@ -181,3 +181,23 @@ def test_sample_prompt_longer_than_the_model_is_refused_before_training(tokenize
                 "--sample_max_new_tokens", "64")
     assert_rejected(run_clm.main, argv, r"--sample_prompt \(\d+ tokens\) \+ --sample_max_new_tokens 64 = \d+ tokens, "
                                         r"longer than the model's maximum length \(64\)", finished_run, capsys)
+
+
+def test_streaming_without_max_train_steps(tokenizer_dir, good, finished_run, capsys):
+    argv = replace_flag(base(tokenizer_dir, good["train"], good["validation"], finished_run, "--streaming"),
+                        "--max_train_steps", "0")
+    assert_rejected(run_clm.main, argv, r"--streaming needs --max_train_steps \(> 0\)", finished_run, capsys)
+
+
+def test_streaming_glob_that_matches_nothing(tokenizer_dir, good, finished_run, tmp_path, capsys):
+    argv = base(tokenizer_dir, tmp_path / "shards" / "*.txt", good["validation"], finished_run, "--streaming")
+    assert_rejected(run_clm.main, argv, r"--train_file .*shards/\*\.txt: the pattern matches no file",
+                    finished_run, capsys)
+
+
+def test_streaming_json_lines_shard_without_the_text_column(tokenizer_dir, good, finished_run, tmp_path, capsys):
+    write(tmp_path, "part-0.jsonl", "".join(json.dumps({"text": line}) + "\n" for line in corpus_lines(20, seed=3)))
+    write(tmp_path, "part-1.jsonl", json.dumps({"body": "the cat sees the bird ."}) + "\n")
+    argv = base(tokenizer_dir, tmp_path / "part-*.jsonl", good["validation"], finished_run, "--streaming")
+    assert_rejected(run_clm.main, argv, r"part-1\.jsonl, line 1: no key 'text' \(the text column\); the keys present "
+                                        r"are \['body'\]", finished_run, capsys)

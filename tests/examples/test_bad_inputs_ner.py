@@ -187,6 +187,7 @@ def test_padding_flags_with_pad_to_max_length_are_refused(tiny_model, files, fin
 
 
 
+@pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_model, files, finished_run, tmp_path):
     before = snapshot(finished_run)
     bad = write(tmp_path, "bad.txt", CONLL.replace("in IN B-PP O\n", "in\n"))

@@ -65,6 +65,7 @@ def test_missing_column_on_two_processes_is_the_launchers_root_cause(tmp_path, t
     assert "<NO_OTHER_FAILURES>" in failures and "-15" not in result.stdout, failures
 
 
+@pytest.mark.slow  # a launch; one-line errors are unit-tested (tests/unit/test_errors_and_quiet_logs.py)
 def test_bad_flag_value_on_one_process_is_one_line(tmp_path, tiny_bert, classification_data):
     result = launch("run_glue.py", glue_args(tiny_bert, classification_data, tmp_path / "out", "--learning_rate",
                                              "fast"), check=False)
@@ -114,6 +115,7 @@ def test_launch_mistake_is_the_root_cause(tmp_path, tiny_bert, classification_da
                                    "did not join one process group")
 
 
+@pytest.mark.slow  # a 2-process launch (about 30 s); its parts are unit-tested (test_errors_and_quiet_logs.py)
 def test_two_process_start_up_is_quiet_and_report_to_alone_tracks(tmp_path, tiny_bert, classification_data):
     out = tmp_path / "out"
     result = launch("run_glue.py", glue_args(tiny_bert, classification_data, out, "--max_train_steps", "2",

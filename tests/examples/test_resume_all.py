@@ -12,7 +12,7 @@ The final weights must be bit-identical (`torch.equal`, tolerance 0) to those of
 same command (one process, so every operation is replayed in the same order), and the evaluation metrics
 equal. The data and tiny models are those of each script's own test module (tests/examples/test_run_*.py).
 
-Not slow (part of `make test`): SIGKILL for run_clm (about 40 s). Everything else is @pytest.mark.slow.
+All slow (`make test-all`, 2-3 launches each); `make test` keeps tests/examples/test_preemption.py (SIGTERM, run_glue).
 
 The step at which a run is stopped is drawn from a generator seeded with `RESUME_KILL_SEED` (an integer; a fresh
 random seed when unset). Every test prints the seed and every failure names it: rerun with
@@ -259,7 +259,7 @@ SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": tra
           "multiple_choice": multiple_choice_setup, "mlm": mlm_setup,
           "semantic_segmentation": semantic_segmentation_setup,
           "object_detection": object_detection_setup}
-CHEAP = ("clm",)  # SIGKILL for this run in `make test`
+CHEAP = ()  # all in make test-all; make test keeps test_preemption.py (SIGTERM, run_glue)
 
 
 def scripts(cheap=()):

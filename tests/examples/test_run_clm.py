@@ -154,6 +154,7 @@ def test_every_block_has_block_size_tokens(trained, corpus):
     assert results["eval_baseline_perplexity"] == pytest.approx(math.exp(-log_sum / len(scored)), rel=1e-9)
 
 
+@pytest.mark.slow  # a 2-process launch (about 20 s); the 1-process runs and their exact counts stay
 def test_two_processes_score_exactly_the_validation_tokens(corpus, untrained, tmp_path):
     # The validation blocks in batches of 8 on 2 processes: the last round is padded with repeated
     # blocks, which must not be scored.

@@ -135,6 +135,7 @@ def test_resume_from_step_checkpoint_matches_uninterrupted_run(tmp_path, tiny_be
         assert full_results[key] == resumed_results[key]
 
 
+@pytest.mark.slow  # 3 launches (about 45 s); run_ner keeps the speed switches, test_preemption the exact resume
 def test_speed_switches_learn_and_resume_exactly(tmp_path, tiny_bert, classification_data):
     """All speed switches together (--mixed_precision bf16 --group_by_length --optim adamw_torch_fused
     --fast_dropout): the model learns, and a resume from a mid-epoch checkpoint
@@ -259,6 +260,7 @@ def test_model_without_pad_token(tmp_path, classification_data):
     assert results["eval_accuracy"] >= 0.8  # the last non-pad token must be found through the pad_token_id
 
 
+@pytest.mark.slow  # real data (about 25 s); the TSV reader is unit-tested (test_data.py)
 @pytest.mark.realdata
 def test_real_mrpc_tsv_loads_and_evaluates(tmp_path):
     """GLUE's own MRPC .tsv files (BOM header, unquoted text) with the real MiniLM encoder, briefly."""

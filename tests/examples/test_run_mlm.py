@@ -156,6 +156,7 @@ def test_resume_from_step_checkpoint_equals_uninterrupted_run(trained, corpus, t
     assert resumed["eval_loss"] == results["eval_loss"] and resumed["train_steps"] == results["train_steps"]
 
 
+@pytest.mark.slow  # a 2-process launch (about 20 s); the 1-process run and its exact counts stay
 def test_two_processes_learn_and_score_the_same_masked_tokens(trained, untrained, corpus, tmp_path):
     _, one = trained
     # 2 processes x 4 per batch keep the single-process run's 8 blocks per optimizer step.

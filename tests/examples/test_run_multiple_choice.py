@@ -158,6 +158,7 @@ def test_evaluation_only_on_2_processes_repeats_the_predictions(trained_run, mc_
     assert predictions_of(eval_out / "eval_predictions.txt") == predictions_of(out / "eval_predictions.txt")
 
 
+@pytest.mark.slow  # a 2-process launch; list columns are unit-tested, the 1-process run stays
 def test_two_processes_three_choices_in_a_list_column_of_json_lines(tmp_path, tiny_mc_bert):
     """Other column names, no question column, three choices as one JSON list per row, gradient accumulation 2,
     2 processes: learns, scores each of the 37 examples once, writes one prediction per example."""
@@ -195,6 +196,7 @@ def test_speed_switches_learn(tmp_path, tiny_mc_bert, mc_data):
     assert 0 < results["train_padding_fraction"] < 1
 
 
+@pytest.mark.slow  # real data (about 30 s); the split by context is unit-tested
 @pytest.mark.realdata
 def test_real_cosmos_qa_split_by_context_loads_and_evaluates(tmp_path):
     """Cosmos QA's dev file split by context (examples/split_by_context.py), its column names given by flag, the

@@ -145,6 +145,7 @@ def test_v1_single_process_learns_and_writes_predictions(v1_run, qa_data):
     assert (v1_run / "model.safetensors").exists() and (v1_run / "tokenizer.json").exists()
 
 
+@pytest.mark.slow  # a 2-process launch (about 25 s); SQuAD v2 scoring is unit-tested, the v1 run stays
 def test_v2_two_processes_predict_without_tracking(tmp_path, tiny_qa_bert, qa_data):
     """2 processes, --do_predict without --with_tracking (the upstream script raises there):
     exactly one prediction per validation and test question, HasAns/NoAns metrics above chance, and

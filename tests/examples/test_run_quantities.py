@@ -49,6 +49,7 @@ def two_process_run(tmp_path_factory, tiny_bert, classification_data):
     return out
 
 
+@pytest.mark.slow  # 2-3 launches; the same quantities are unit-tested by hand (tests/unit/test_run.py)
 @pytest.mark.parametrize("num_processes", [1, 2])
 def test_logged_loss_is_the_window_mean_and_train_loss_the_micro_batch_mean(
     num_processes, tmp_path, tiny_bert, classification_data, two_process_run

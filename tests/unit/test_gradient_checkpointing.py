@@ -238,6 +238,9 @@ def test_cache_off_in_training_and_the_saved_model_still_generates_with_cache(tm
     model.save_pretrained(tmp_path)
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
     assert loaded.config.use_cache is False and loaded.generation_config.use_cache is True
+    generated = loaded.eval().generate(torch.tensor([[5, 6, 7]]), max_new_tokens=3, do_sample=False, pad_token_id=0,
+                                       return_dict_in_generate=True)
+    assert generated.sequences.shape == (1, 6) and generated.cache is not None  # generate filled a cache
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

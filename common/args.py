@@ -213,6 +213,14 @@ def add_training_args(parser):
         "(common/fast_dropout.py).",
     )
     group.add_argument(
+        "--gradient_checkpointing",
+        action="store_true",
+        help="Trade compute for memory (transformers' gradient checkpointing): each layer keeps only its inputs "
+        "and recomputes its activations in the backward pass, so activation memory shrinks to about one hidden "
+        "state per layer for about one more forward pass per step. Same gradients (dropout masks are recomputed "
+        "identically). Refused for models without support (e.g. ResNet) (common/gradient_checkpointing.py).",
+    )
+    group.add_argument(
         "--group_by_length",
         action="store_true",
         help="Batch training examples of similar length together (randomly, reshuffled every epoch, resumable) "

@@ -20,7 +20,7 @@ from bad_input_checks import (
     snapshot,
     write,
 )
-from test_run_image_classification import CLASSES, TINY_VIT, make_image
+from test_run_image_classification import CLASSES, TINY_RESNET, TINY_VIT, make_image
 
 import run_image_classification
 from conftest import launch
@@ -226,11 +226,19 @@ def test_padding_flags_are_refused(csv_files, finished_run, capsys, flag):
                                        r"model's input size, so batches hold no padding\)", finished_run, capsys)
 
 
+def test_gradient_checkpointing_on_a_model_without_it(csv_files, finished_run, capsys):
+    argv = base(csv_files["train"], csv_files["validation"], finished_run, "--gradient_checkpointing",
+                model=TINY_RESNET)
+    assert_rejected(SCRIPT_MAIN, argv, r"--gradient_checkpointing: ResNetForImageClassification does not support "
+                                       r"gradient checkpointing .*--model_type vit instead of resnet", finished_run,
+                    capsys)
+
+
 def test_optim_and_dataloader_workers_reach_the_run(csv_files, tmp_path):
-    """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with 1 DataLoader worker
-    and --fast_dropout."""
+    """--optim adamw_torch_fused is the AdamW that trains (saved in the checkpoint), with 1 DataLoader worker,
+    --fast_dropout and --gradient_checkpointing (the tiny ViT supports it)."""
     argv = base(csv_files["train"], csv_files["validation"], tmp_path / "run", "--optim", "adamw_torch_fused",
-                "--dataloader_num_workers", "1", "--fast_dropout")
+                "--dataloader_num_workers", "1", "--fast_dropout", "--gradient_checkpointing")
     groups = optimizer_of_one_step(SCRIPT_MAIN, argv, tmp_path / "run")
     assert [group["fused"] for group in groups] == [True, True]
 

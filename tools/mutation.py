@@ -70,6 +70,11 @@ TARGETS = [
     # `--only coco_map` runs only it (in a full run its tests in test_metric_modules.py run as well)
     ("common/metrics/coco_map/coco_map.py", ("!*._info", "!*.add_batch", "!*.add"),
      ["tests/unit/test_coco_map_definition.py"]),
+    # mean IoU: the same, hand-computed maps in tests/unit/test_mean_iou_definition.py, so that `--only mean_iou`
+    # runs only that file (in a full run its tests in test_metric_modules.py and test_metric_module_edges.py run
+    # as well: mutmut runs every selected test that reaches the mutated function)
+    ("common/metrics/mean_iou/mean_iou.py", ("!*._info", "!*.add_batch", "!*.add"),
+     ["tests/unit/test_mean_iou_definition.py"]),
     # the evaluate metric modules (common/metrics/<name>/<name>.py), when they exist; `_info` is metadata, and
     # overridden `add_batch`/`add` cannot be mutated (evaluate appends to their docstrings, which mutmut's
     # trampolines do not carry)

@@ -176,6 +176,20 @@ def test_maps_of_different_sizes_are_refused_naming_the_image(metric):
     assert str(error.value) == "mean_iou: no segmentation maps to score; add_batch received no predictions/references."
 
 
+@pytest.mark.parametrize("prediction, reference, shapes", [
+    (None, [[0]], ((), (1, 1))),  # a missing map
+    ([[0]], None, ((1, 1), ())),
+    ([None], [[0]], ((1,), (1, 1))),  # a missing row
+    ([[0]], [None], ((1, 1), (1,))),
+])
+def test_missing_maps_and_rows_are_refused_naming_the_image(metric, prediction, reference, shapes):
+    # evaluate stores None as a null list; its length is then NaN, not an error, and the image is named.
+    with pytest.raises(ValueError) as error:
+        metric.compute(predictions=[[[0]], prediction], references=[[[0]], reference], num_labels=2,
+                       ignore_index=255)
+    assert str(error.value) == size_error(1, *shapes)
+
+
 @pytest.mark.parametrize("prediction, reference, message", [
     ([[0, 2]], [[0, 1]], "prediction class id 2 outside 0..1"),  # = num_labels
     ([[-1, 0]], [[0, 1]], "prediction class id -1 outside 0..1"),

@@ -190,6 +190,19 @@ def test_missing_maps_and_rows_are_refused_naming_the_image(metric, prediction, 
     assert str(error.value) == size_error(1, *shapes)
 
 
+def test_a_missing_pixel_is_refused_naming_the_image_and_the_map(metric):
+    # Image 70 (second chunk: offset 64 + 6), its second pixel: the first missing one, after 70 complete maps.
+    with pytest.raises(ValueError) as error:
+        metric.compute(predictions=[[[0]]] * 70 + [[[0, None]]], references=[[[0]]] * 70 + [[[0, 1]]],
+                       num_labels=2, ignore_index=255)
+    assert str(error.value) == ("mean_iou: image 70: a missing (None) pixel in the prediction map; expected a class "
+                                "id for every pixel (`ignore_index` in the reference for a pixel not to score).")
+    # In a reference, on the second row of image 1.
+    with pytest.raises(ValueError, match=r"^mean_iou: image 1: a missing \(None\) pixel in the reference map;"):
+        metric.compute(predictions=[[[0]], [[0], [1]]], references=[[[0]], [[0], [None]]], num_labels=2,
+                       ignore_index=255)
+
+
 @pytest.mark.parametrize("prediction, reference, message", [
     ([[0, 2]], [[0, 1]], "prediction class id 2 outside 0..1"),  # = num_labels
     ([[-1, 0]], [[0, 1]], "prediction class id -1 outside 0..1"),

@@ -191,16 +191,17 @@ def test_missing_maps_and_rows_are_refused_naming_the_image(metric, prediction, 
 
 
 def test_a_missing_pixel_is_refused_naming_the_image_and_the_map(metric):
-    # Image 70 (second chunk: offset 64 + 6), its second pixel: the first missing one, after 70 complete maps.
+    # Image 70 (second chunk: offset 64 + 6), its second pixel, between complete maps: the image of the first
+    # missing pixel is named, not the first or the last image.
     with pytest.raises(ValueError) as error:
-        metric.compute(predictions=[[[0]]] * 70 + [[[0, None]]], references=[[[0]]] * 70 + [[[0, 1]]],
+        metric.compute(predictions=[[[0]]] * 70 + [[[0, None]], [[1]]], references=[[[0]]] * 70 + [[[0, 1]], [[1]]],
                        num_labels=2, ignore_index=255)
     assert str(error.value) == ("mean_iou: image 70: a missing (None) pixel in the prediction map; expected a class "
                                 "id for every pixel (`ignore_index` in the reference for a pixel not to score).")
-    # In a reference, on the second row of image 1.
+    # In a reference, on the second row of image 1 of 3.
     with pytest.raises(ValueError, match=r"^mean_iou: image 1: a missing \(None\) pixel in the reference map;"):
-        metric.compute(predictions=[[[0]], [[0], [1]]], references=[[[0]], [[0], [None]]], num_labels=2,
-                       ignore_index=255)
+        metric.compute(predictions=[[[0]], [[0], [1]], [[1]]], references=[[[0]], [[0], [None]], [[1]]],
+                       num_labels=2, ignore_index=255)
 
 
 @pytest.mark.parametrize("prediction, reference, message", [

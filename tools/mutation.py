@@ -352,7 +352,7 @@ def mutant_diff(name, file):
 
 def report(results, seconds, date, documented):
     """Text report: a table of counts per target, then each mutant that was not killed, with its diff and
-    whether docs/mutation.md names it."""
+    whether docs/mutation.md names it (its full name in backquotes)."""
     statuses = ("killed", "survived", "timeout", "no tests", "suspicious", "segfault")
     lines = [f"mutmut {mutmut_version()}, run on {date}, {seconds / 60:.1f} min wall (one worker)", "",
              "| target | functions | mutants | " + " | ".join(statuses) + " |",
@@ -371,7 +371,7 @@ def report(results, seconds, date, documented):
     unexplained = []
     for r in results:
         for name, status in r["survivors"]:
-            known = name in documented
+            known = f"`{name}`" in documented  # whole names: `..._mutmut_4` is not `..._mutmut_45`
             if not known:
                 unexplained.append(name)
             lines += ["", f"## {name}: {status}{'' if known else ' (not in docs/mutation.md)'}", "```diff",

@@ -70,6 +70,11 @@ TARGETS = [
     # `--only coco_map` runs only it (in a full run its tests in test_metric_modules.py run as well)
     ("common/metrics/coco_map/coco_map.py", ("!*._info", "!*.add_batch", "!*.add"),
      ["tests/unit/test_coco_map_definition.py"]),
+    # mean IoU: the same, hand-computed maps in tests/unit/test_mean_iou_definition.py, so that `--only mean_iou`
+    # runs only that file (in a full run its tests in test_metric_modules.py and test_metric_module_edges.py run
+    # as well: mutmut runs every selected test that reaches the mutated function)
+    ("common/metrics/mean_iou/mean_iou.py", ("!*._info", "!*.add_batch", "!*.add"),
+     ["tests/unit/test_mean_iou_definition.py"]),
     # the evaluate metric modules (common/metrics/<name>/<name>.py), when they exist; `_info` is metadata, and
     # overridden `add_batch`/`add` cannot be mutated (evaluate appends to their docstrings, which mutmut's
     # trampolines do not carry)
@@ -347,7 +352,7 @@ def mutant_diff(name, file):
 
 def report(results, seconds, date, documented):
     """Text report: a table of counts per target, then each mutant that was not killed, with its diff and
-    whether docs/mutation.md names it."""
+    whether docs/mutation.md names it (its full name in backquotes)."""
     statuses = ("killed", "survived", "timeout", "no tests", "suspicious", "segfault")
     lines = [f"mutmut {mutmut_version()}, run on {date}, {seconds / 60:.1f} min wall (one worker)", "",
              "| target | functions | mutants | " + " | ".join(statuses) + " |",
@@ -366,7 +371,7 @@ def report(results, seconds, date, documented):
     unexplained = []
     for r in results:
         for name, status in r["survivors"]:
-            known = name in documented
+            known = f"`{name}`" in documented  # whole names: `..._mutmut_4` is not `..._mutmut_45`
             if not known:
                 unexplained.append(name)
             lines += ["", f"## {name}: {status}{'' if known else ' (not in docs/mutation.md)'}", "```diff",

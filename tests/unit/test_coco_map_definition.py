@@ -162,3 +162,31 @@ def test_default_area_is_width_times_height(metric):
     # height^2 (900) would make it small.
     result = metric.compute(predictions=[detections([0, 0, 40, 30])], references=[truth([0, 0, 40, 30])])
     assert result["map_medium"] == pytest.approx(1) and result["map_small"] == -1 and result["map_large"] == -1
+    # The per-class values are over all areas (pycocotools' area range "all"), not the small range's -1.
+    assert result["map_per_class"] == pytest.approx([1]) and result["mar_100_per_class"] == pytest.approx([1])
+
+
+def test_an_unmatched_detection_counts_only_in_its_own_area_range(metric):
+    # A medium 40 x 30 box found, after a false positive scored higher. pycocotools ignores an unmatched
+    # detection in an area range its own area (width * height, as COCO.loadRes sets it) is outside of.
+    # A 40 x 30 false positive (1200, medium): precision 1/2 at recall 1 in "all" and in "medium": AP 0.5 in both.
+    # (Its area as width / height, 1.3, or height^2, 900, would be small: ignored in "medium", AP 1 there.)
+    medium = metric.compute(predictions=[detections([100, 100, 40, 30], [0, 0, 40, 30])],
+                            references=[truth([0, 0, 40, 30])])
+    assert medium["map"] == pytest.approx(0.5) and medium["map_medium"] == pytest.approx(0.5)
+    # A 10 x 10 false positive (100, small): still a false positive in "all" (AP 0.5), ignored in "medium" (AP 1).
+    small = metric.compute(predictions=[detections([100, 100, 10, 10], [0, 0, 40, 30])],
+                           references=[truth([0, 0, 40, 30])])
+    assert small["map"] == pytest.approx(0.5) and small["map_medium"] == pytest.approx(1)
+    assert small["map_small"] == -1  # no small ground truth: undefined, whatever is detected
+
+
+def test_more_than_ten_boxes_in_one_image(metric):
+    # 11 boxes, each detected exactly (scores 1, 0.95, ...). With 100 detections per image (map, mar_100 and the
+    # per-class values) all are found: 1. With 10 (mar_10) the last one is not: recall 10/11; with 1, 1/11.
+    boxes = [[20 * i, 0, 10, 10] for i in range(11)]
+    result = metric.compute(predictions=[detections(*boxes, scores=[1 - 0.05 * i for i in range(11)])],
+                            references=[truth(*boxes)])
+    assert result["map"] == pytest.approx(1) and result["mar_100"] == pytest.approx(1)
+    assert result["mar_10"] == pytest.approx(10 / 11) and result["mar_1"] == pytest.approx(1 / 11)
+    assert result["map_per_class"] == pytest.approx([1]) and result["mar_100_per_class"] == pytest.approx([1])

@@ -58,8 +58,8 @@ Returns:
     {"mean_iou", "mean_accuracy", "overall_accuracy"}: floats in [0, 1];
     {"per_category_iou", "per_category_accuracy"}: lists of K floats (NaN where undefined).
 Raises:
-    ValueError: on a prediction/reference size mismatch, or a class id outside 0..K-1 (other than
-        `ignore_index` in references).
+    ValueError: on a prediction/reference size mismatch, a missing (None) map, row or pixel, or a class id
+        outside 0..K-1 (other than `ignore_index` in references).
 Examples:
     >>> mean_iou = load_metric("mean_iou")
     >>> mean_iou.compute(predictions=[[[0, 1], [1, 1]]], references=[[[0, 1], [0, 1]]], num_labels=2,
@@ -144,6 +144,7 @@ class MeanIoU(evaluate.Metric):
             chunk_predictions = predictions.slice(start, IMAGES_PER_CHUNK)
             chunk_references = references.slice(start, IMAGES_PER_CHUNK)
             _check_same_sizes(chunk_predictions, chunk_references, start)
+            _check_no_missing_pixels(chunk_predictions, chunk_references, start)
             prediction = chunk_predictions.flatten().flatten().to_numpy(zero_copy_only=False)
             reference = chunk_references.flatten().flatten().to_numpy(zero_copy_only=False).astype(np.int64)
             if label_map:
@@ -192,4 +193,21 @@ def _check_same_sizes(predictions, references, offset):
             raise ValueError(
                 f"mean_iou: image {offset + index}: a prediction of shape {prediction.shape} for a reference of "
                 f"shape {reference.shape}; expected maps of the same size (resize the logits to the label size)."
+            )
+
+
+def _check_no_missing_pixels(predictions, references, offset):
+    """Raises ValueError naming the first image (index `offset` + i) whose prediction or reference holds a
+    missing (None) pixel: evaluate stores it as a null, which would otherwise reach the counts as a garbage
+    class id. (A missing map or row is refused by `_check_same_sizes`.)"""
+    import pyarrow.compute as pc
+
+    for name, maps in (("prediction", predictions), ("reference", references)):
+        pixels = maps.flatten().flatten()
+        if pixels.null_count:
+            row = pc.list_parent_indices(maps.flatten())[pc.index(pixels.is_null(), True).as_py()].as_py()
+            image = pc.list_parent_indices(maps)[row].as_py()
+            raise ValueError(
+                f"mean_iou: image {offset + image}: a missing (None) pixel in the {name} map; expected a class id "
+                "for every pixel (`ignore_index` in the reference for a pixel not to score)."
             )

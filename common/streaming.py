@@ -4,7 +4,8 @@ The training files (`--train_file`, a glob such as `shards/*.jsonl`) are read li
 `datasets.IterableDataset` (one shard per file), split between processes with
 `datasets.distributed.split_dataset_by_node`, tokenised and packed into blocks on the fly by batched
 `IterableDataset.map` calls (the script's own tokenize and group functions, on batches of 1,000 texts as in the
-map-style path, so a single process sees exactly the blocks of the map-style path on the concatenated files).
+map-style path, so a single process sees exactly the blocks of the map-style path on the concatenated files;
+run_mlm.py's map-style path groups a whole split at once, its stream drops each batch's remainder instead).
 Peak memory is that of one map batch, whatever the corpus size.
 
 Position and resume: the stream position is `datasets`' iterable state (`IterableDataset.state_dict()`: the
@@ -24,6 +25,10 @@ the batches on `accelerator.device` itself.
 
 A pass that ends before `--max_train_steps` is reached starts the next pass over the files (`set_epoch`: the
 stream has no shuffling, so every pass yields the same blocks).
+
+Numbered blocks (`NumberedStream`, used by run_mlm.py for its training masks): a stream has no dataset index, so
+each process counts the blocks it has produced (across passes) and the count travels in the stream state, so that
+a resumed run numbers (and masks) every block as the uninterrupted run did.
 """
 
 import glob
@@ -42,6 +47,7 @@ STREAM_EXTENSIONS = ("txt", "jsonl", "json")
 STATE_FILE = "stream_state_{}.json"
 # Texts per batched `map` call, the `datasets` default of the map-style path: the same batches, the same blocks.
 MAP_BATCH_SIZE = 1000
+EMPTY_STREAM_MESSAGE = "the text is shorter than one block; use more text or a smaller block size."
 
 
 def resolve_stream_files(pattern, flag="--train_file"):
@@ -168,8 +174,10 @@ def build_block_stream(files, tokenize, group_texts, process_index=0, num_proces
 
     Args:
         files: the shards (`resolve_stream_files`); one `datasets` shard per file.
-        tokenize: `f({"text": [str, ...]}) -> {"input_ids": [[int]], ...}`, batched.
-        group_texts: `f(tokenised batch) -> {column: [block, ...]}`, batched (the map-style path's function).
+        tokenize: `f({"text": [str, ...]}) -> {"input_ids": [[int]], ...}`, batched (it may return fewer rows
+            than texts, e.g. without the blank lines).
+        group_texts: `f(tokenised batch) -> {column: [block, ...]}`, batched (the map-style path's function), or
+            None: each tokenised row is one example (run_mlm.py's `--line_by_line`).
         process_index, num_processes: this process and the number of processes. With `split_dataset_by_node`,
             process k reads files k, k + N, ... when the number of files is a multiple of N (whole files: the
             texts of a block are neighbours), otherwise every N-th text of every file.
@@ -188,10 +196,13 @@ def build_block_stream(files, tokenize, group_texts, process_index=0, num_proces
     if num_processes > 1:
         texts = split_dataset_by_node(texts, rank=process_index, world_size=num_processes)
     tokenized = texts.map(tokenize, batched=True, batch_size=MAP_BATCH_SIZE, remove_columns=["text"])
+    if group_texts is None:
+        return tokenized
     return tokenized.map(group_texts, batched=True, batch_size=MAP_BATCH_SIZE)
 
 
-def build_streaming_dataloader(args, tokenize, group_texts, collate_fn, accelerator, keep_linebreaks=True):
+def build_streaming_dataloader(args, tokenize, group_texts, collate_fn, accelerator, keep_linebreaks=True,
+                               number_blocks=None, empty_message=None):
     """The `--streaming` training DataLoader of this process (not to be passed to `accelerator.prepare`).
 
     Args:
@@ -200,6 +211,9 @@ def build_streaming_dataloader(args, tokenize, group_texts, collate_fn, accelera
         collate_fn: list of blocks -> batch dict of tensors.
         accelerator: the run's `Accelerator` (process index and count, device).
         keep_linebreaks: see `read_text_shards`.
+        number_blocks: None, or `f(block, number) -> block` applied to every block with its number in this
+            process's stream (`NumberedStream`: 0, 1, ... across passes, continued after a resume).
+        empty_message: the end of the error raised when a whole pass yields no block (see `PackedStream`).
 
     Returns:
         `StreamingDataLoader`.
@@ -214,8 +228,10 @@ def build_streaming_dataloader(args, tokenize, group_texts, collate_fn, accelera
     where = f"--train_file {args.train_file}"
     if accelerator.num_processes > 1:
         where += f" (the share of process {accelerator.process_index} of {accelerator.num_processes})"
-    return StreamingDataLoader(PackedStream(blocks, where), args.per_device_train_batch_size, collate_fn,
-                               accelerator.device)
+    stream = PackedStream(blocks, where, empty_message)
+    if number_blocks is not None:
+        stream = NumberedStream(stream, number_blocks)
+    return StreamingDataLoader(stream, args.per_device_train_batch_size, collate_fn, accelerator.device)
 
 
 class PackedStream(torch.utils.data.IterableDataset):
@@ -224,13 +240,15 @@ class PackedStream(torch.utils.data.IterableDataset):
     Args:
         blocks: the `datasets.IterableDataset` of blocks.
         where: names the data in errors (e.g. "--train_file shards/*.txt, process 1 of 2").
+        empty_message: what the error says after `where` (default: less text than one block).
 
     Raises (while iterating):
         ValueError: naming `where` when a whole pass yields no block (less text than one block).
     """
 
-    def __init__(self, blocks, where):
+    def __init__(self, blocks, where, empty_message=None):
         self.blocks, self.where = blocks, where
+        self.empty_message = empty_message or EMPTY_STREAM_MESSAGE
         self._start_pass, self._resumed = 0, False
 
     def __iter__(self):
@@ -242,8 +260,7 @@ class PackedStream(torch.utils.data.IterableDataset):
                 num_blocks += 1
                 yield block
             if num_blocks == 0 and not resumed:
-                raise ValueError(f"{self.where}: the text is shorter than one block; use more text or a smaller "
-                                 "block size.")
+                raise ValueError(f"{self.where}: {self.empty_message}")
             resumed = False
 
     def state_dict(self):
@@ -256,6 +273,38 @@ class PackedStream(torch.utils.data.IterableDataset):
         self._start_pass, self._resumed = state["epoch"], True
 
 
+class NumberedStream(torch.utils.data.IterableDataset):
+    """A `PackedStream` whose blocks are numbered in the order this process produces them, the count kept in the
+    stream state: a resumed stream numbers its next block as the uninterrupted one did.
+
+    Block n (0, 1, ... across passes over the files) is yielded as `number_blocks(block, n)`. The count is
+    advanced before the block is yielded, so after a batch of k blocks (`StreamingDataLoader`: no look-ahead) it
+    is exactly the number of blocks handed out.
+
+    Args:
+        stream: a `PackedStream`.
+        number_blocks: `f(block, number) -> block`.
+    """
+
+    def __init__(self, stream, number_blocks):
+        self.stream, self.number_blocks, self.num_blocks = stream, number_blocks, 0
+
+    def __iter__(self):
+        for block in self.stream:
+            number = self.num_blocks
+            self.num_blocks += 1
+            yield self.number_blocks(block, number)
+
+    def state_dict(self):
+        """{"stream": the `PackedStream` position, "num_blocks": blocks produced so far} (JSON-serialisable)."""
+        return {"stream": self.stream.state_dict(), "num_blocks": self.num_blocks}
+
+    def load_state_dict(self, state):
+        """Continue after `state`'s position, numbering from its count."""
+        self.stream.load_state_dict(state["stream"])
+        self.num_blocks = int(state["num_blocks"])
+
+
 class StreamingDataLoader(DataLoader):
     """The training DataLoader of `--streaming`, one per process, used without `accelerator.prepare`.
 
@@ -265,7 +314,7 @@ class StreamingDataLoader(DataLoader):
     that continues across passes over the files.
 
     Args:
-        stream: a `PackedStream`.
+        stream: a `PackedStream` (or a `NumberedStream`).
         batch_size: `--per_device_train_batch_size`.
         collate_fn: list of blocks -> batch dict of tensors.
         device: `accelerator.device`.

@@ -5,7 +5,10 @@ line per row), .csv, .json or .jsonl (a text column); without a validation file 
 `--validation_split_percentage` % of the training rows are held out. With `--line_by_line` every
 non-empty line is one example (truncated to `--max_seq_length`); by default the texts are
 concatenated and cut into blocks of `--max_seq_length` tokens, `[CLS] ... [SEP]` included, and only
-the last block of a split may be shorter (it keeps the remainder). `--mlm_probability` of each
+the last block of a split may be shorter (it keeps the remainder). With `--streaming`, `--train_file` is a glob
+of .txt / JSON Lines shards read as a stream (each process its own share, blocks packed on the fly per batch of
+1,000 texts, each batch's remainder dropped; the position saved in every checkpoint; common/streaming.py), for
+corpora larger than memory. `--mlm_probability` of each
 example's tokens are chosen (`--whole_word_mask`: whole words) and replaced 80 % by the mask token,
 10 % by a random token, 10 % left as they are. Model: a pretrained checkpoint (`--model_name_or_path`;
 a bare encoder without an MLM head gets a new one) or a new one from `--model_type`/`--config_name`
@@ -21,6 +24,7 @@ exactly the masked validation tokens), with evaluation masks fixed per example b
 
 import argparse
 import math
+from functools import partial
 from itertools import chain
 
 import numpy as np
@@ -45,6 +49,7 @@ from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, progress_bar, unigram_perplexity
 from common.run import TrainingRun
 from common.sampling import example_lengths, padding_multiple
+from common.streaming import MAP_BATCH_SIZE, build_streaming_dataloader, check_streaming_args, plan_streaming_steps
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tracking import init_trackers, parse_report_to
 
@@ -62,8 +67,9 @@ RANDOM_REPLACE_PROB = 0.1
 # max_position_embeddings - pad_token_id - 1 tokens (RoBERTa: 514 - 1 - 1 = 512).
 POSITION_OFFSET_MODEL_TYPES = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
                                "data2vec-text", "longformer", "xmod")
-# The first entry of every example's mask seed: training and evaluation masks come from separate streams.
-TRAIN_MASK_STREAM, EVAL_MASK_STREAM = 0, 1
+# The first entry of every example's mask seed: training and evaluation masks come from separate streams, and
+# --streaming's training blocks (numbered per process, not indexed in a dataset) from a third.
+TRAIN_MASK_STREAM, EVAL_MASK_STREAM, STREAMED_TRAIN_MASK_STREAM = 0, 1, 2
 
 
 def probability(value):
@@ -151,6 +157,13 @@ def parse_args(argv=None):
         help="Seed of the evaluation masks: each validation example's masks depend on this seed and its index "
         "only, so the perplexity of a model is the same on every run, any --seed and any number of processes.",
     )
+    task.add_argument(
+        "--streaming",
+        action="store_true",
+        help="Read --train_file (a path or a glob of .txt / JSON Lines shards, e.g. 'shards/*.txt') as a stream: "
+        "never loaded whole, each process reads its own share, blocks are packed on the fly. Needs "
+        "--max_train_steps and --validation_file (see common/streaming.py).",
+    )
     args = parser.parse_args(argv)
     if args.model_name_or_path is None and args.config_name is None and args.model_type is None:
         parser.error("Give --model_name_or_path (a pretrained model) or --model_type/--config_name (from scratch).")
@@ -177,7 +190,9 @@ def load_raw_datasets(args):
     if args.dataset_name is not None:
         raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
     else:
-        raw = load_data_files({"train": args.train_file, "validation": args.validation_file})
+        # With --streaming only the validation file is loaded here; the training shards are streamed.
+        train_file = None if args.streaming else args.train_file
+        raw = load_data_files({"train": train_file, "validation": args.validation_file})
     if "validation" not in raw:
         raw["train"], raw["validation"] = split_validation(
             raw["train"], args.validation_split_percentage, args.train_file or args.dataset_name
@@ -317,18 +332,21 @@ def word_starts(word_ids):
     return starts
 
 
-def group_texts(examples, content_length, prefix, suffix):
+def group_texts(examples, content_length, prefix, suffix, drop_remainder=False):
     """Concatenates tokenised texts and cuts them into blocks of `content_length` text tokens, each wrapped in
     the special tokens (`prefix` + tokens + `suffix`, i.e. max_seq_length tokens in all).
 
     Called once per split on the whole split (`datasets.map(batched=True, batch_size=None)`), so no short block
     is left inside the stream: only the last block holds fewer tokens -- the remainder, kept so that every
-    token of the split is in exactly one block (it is padded in its batch).
+    token of the split is in exactly one block (it is padded in its batch). With `--streaming` it is called on
+    every batch of 1,000 texts (`common.streaming.MAP_BATCH_SIZE`) with `drop_remainder`: the batch's last
+    tokens that do not fill a block are dropped (as run_clm.py drops them), so every streamed block is full.
 
     Args:
         examples: {"input_ids": list of token lists (without special tokens), optionally "word_start"}.
         content_length: text tokens per block (max_seq_length minus the special tokens), >= 1.
         prefix, suffix: special token ids around each block (see `special_token_layout`).
+        drop_remainder: drop the last block when it holds fewer than `content_length` text tokens.
 
     Returns:
         {"input_ids", "special_tokens_mask" (1 on prefix/suffix), and "word_start" when given}: one list per block.
@@ -338,7 +356,8 @@ def group_texts(examples, content_length, prefix, suffix):
     result = {"input_ids": [], "special_tokens_mask": []}
     if starts is not None:
         result["word_start"] = []
-    for begin in range(0, len(tokens), content_length):
+    end = len(tokens) - len(tokens) % content_length if drop_remainder else len(tokens)
+    for begin in range(0, end, content_length):
         chunk = tokens[begin:begin + content_length]
         result["input_ids"].append(prefix + chunk + suffix)
         result["special_tokens_mask"].append([1] * len(prefix) + [0] * len(chunk) + [1] * len(suffix))
@@ -347,21 +366,18 @@ def group_texts(examples, content_length, prefix, suffix):
     return result
 
 
-def preprocess(args, raw_datasets, tokenizer, text_column, max_seq_length, accelerator):
-    """Tokenises the texts into examples: lines (--line_by_line) or blocks of `max_seq_length` tokens.
-
-    --max_train_samples / --max_eval_samples count examples (lines or blocks), the first ones.
+def make_tokenize_function(tokenizer, text_column, max_seq_length, line_by_line, whole_word_mask, sources):
+    """The batched tokenize function of `preprocess` (and of `--streaming`, on batches of {"text": [...]}).
 
     Returns:
-        (train_dataset, eval_dataset); train_dataset is None without a training split. Rows: input_ids,
-        special_tokens_mask and, with --whole_word_mask, word_start (see `word_starts`).
+        `tokenize(examples, indices, split)`: texts (column `text_column`) -> {"input_ids"[, "special_tokens_mask"]
+        (--line_by_line), "word_start" (--whole_word_mask)}; --line_by_line drops blank lines and lines without a
+        token of text and truncates to `max_seq_length`, otherwise no special tokens are added (`group_texts`
+        adds them per block).
 
-    Raises:
-        ValueError: naming the file and row when a text is not a string, or a split holds no token of text.
+    Raises (when called):
+        ValueError: naming `sources[split]` and the row (`indices`) when a text is not a string.
     """
-    sources = {"train": args.train_file or args.dataset_name, "validation": args.validation_file or args.dataset_name}
-    line_by_line, whole_word_mask = args.line_by_line, args.whole_word_mask
-    prefix, suffix = special_token_layout(tokenizer)
 
     def tokenize(examples, indices, split):
         texts = examples[text_column]
@@ -386,6 +402,27 @@ def preprocess(args, raw_datasets, tokenizer, text_column, max_seq_length, accel
             keep = [i for i, mask in enumerate(result["special_tokens_mask"]) if 0 in mask]
             result = {key: [values[i] for i in keep] for key, values in result.items()}
         return result
+
+    return tokenize
+
+
+def preprocess(args, raw_datasets, tokenizer, text_column, max_seq_length, accelerator):
+    """Tokenises the texts into examples: lines (--line_by_line) or blocks of `max_seq_length` tokens.
+
+    --max_train_samples / --max_eval_samples count examples (lines or blocks), the first ones.
+
+    Returns:
+        (train_dataset, eval_dataset); train_dataset is None without a training split. Rows: input_ids,
+        special_tokens_mask and, with --whole_word_mask, word_start (see `word_starts`).
+
+    Raises:
+        ValueError: naming the file and row when a text is not a string, or a split holds no token of text.
+    """
+    sources = {"train": args.train_file or args.dataset_name, "validation": args.validation_file or args.dataset_name}
+    line_by_line = args.line_by_line
+    prefix, suffix = special_token_layout(tokenizer)
+    tokenize = make_tokenize_function(tokenizer, text_column, max_seq_length, line_by_line, args.whole_word_mask,
+                                      sources)
 
     processed = {}
     # The main process tokenises first and writes the datasets cache; the others then read it.
@@ -422,6 +459,48 @@ def preprocess(args, raw_datasets, tokenizer, text_column, max_seq_length, accel
                 examples = examples.select(range(min(limit, len(examples))))
             processed[split] = examples
     return processed.get("train"), processed["validation"]
+
+
+def build_streaming_train_dataloader(args, tokenizer, max_seq_length, collator, accelerator, seed):
+    """The `--streaming` training DataLoader of this process (common/streaming.py; not for `accelerator.prepare`).
+
+    The shards' texts (.txt lines with their line breaks dropped, as the map-style path's `datasets` text builder
+    reads them, or a JSON Lines column) are tokenised by `make_tokenize_function` and, without --line_by_line,
+    packed by `group_texts` on every batch of 1,000 texts with the batch's remainder dropped (every block holds
+    exactly `max_seq_length` tokens); with --line_by_line every non-empty line is one example (truncated, padded
+    in its batch). Each block gets the mask seed (`seed`, this process, its number in this process's stream)
+    (`streamed_mask_seed`); the number is part of the stream state saved in the checkpoints.
+
+    Args:
+        args: parsed flags (`train_file`, `text_column_name`, `line_by_line`, `whole_word_mask`,
+            `per_device_train_batch_size`).
+        collator: `DataCollatorForSeededMLM`.
+        seed: the training mask seed (`training_mask_seed`).
+
+    Returns:
+        `common.streaming.StreamingDataLoader`.
+
+    Raises:
+        ValueError: see `common.streaming.build_streaming_dataloader`; while iterating, naming --train_file when a
+            whole pass holds no block (no example with --line_by_line).
+    """
+    prefix, suffix = special_token_layout(tokenizer)
+    tokenize = make_tokenize_function(tokenizer, "text", max_seq_length, args.line_by_line, args.whole_word_mask,
+                                      {"train": args.train_file})
+    if args.line_by_line:
+        group, empty = None, ("the text holds no token (empty or blank lines, or characters the tokenizer drops); "
+                              "nothing to mask.")
+    else:
+        group = partial(group_texts, content_length=max_seq_length - len(prefix) - len(suffix), prefix=prefix,
+                        suffix=suffix, drop_remainder=True)
+        empty = (f"no batch of {MAP_BATCH_SIZE:,} texts fills one block of --max_seq_length {max_seq_length} tokens "
+                 "(each batch's remainder is dropped); use more text or a smaller --max_seq_length.")
+    return build_streaming_dataloader(
+        args, lambda examples: tokenize(examples, range(len(examples["text"])), "train"), group, collator,
+        accelerator, keep_linebreaks=False,
+        number_blocks=partial(with_streamed_mask_seed, seed=seed, process_index=accelerator.process_index),
+        empty_message=empty,
+    )
 
 
 def num_tokens_to_mask(num_candidates, mlm_probability):
@@ -495,6 +574,19 @@ def mask_seed(stream, seed, epoch, index):
     """The entropy of one example's mask generator, `numpy.random.default_rng(mask_seed(...))`: a list of
     non-negative ints (numpy's SeedSequence mixes them, so nearby seeds give unrelated streams)."""
     return [stream, seed % 2**64, epoch, index]
+
+
+def streamed_mask_seed(seed, process_index, block_number):
+    """The mask seed of a `--streaming` training block: (`STREAMED_TRAIN_MASK_STREAM`, --seed, the process, the
+    block's number in that process's stream), the number counted across passes and kept in the checkpoints
+    (`common.streaming.NumberedStream`), so a resumed run draws the masks of the uninterrupted one and every pass
+    over the files new masks."""
+    return [STREAMED_TRAIN_MASK_STREAM, seed % 2**64, process_index, block_number]
+
+
+def with_streamed_mask_seed(block, number, seed, process_index):
+    """`block` with its "mask_seed" (`streamed_mask_seed`): `NumberedStream`'s `number_blocks` for run_mlm."""
+    return {**block, "mask_seed": streamed_mask_seed(seed, process_index, number)}
 
 
 class MaskSeededDataset(torch.utils.data.Dataset):
@@ -741,15 +833,16 @@ def training_function(args):
     setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
     raw_datasets = load_raw_datasets(args)
-    if "train" not in raw_datasets and args.max_train_steps != 0:
+    if "train" not in raw_datasets and args.max_train_steps != 0 and not args.streaming:
         raise ValueError("No training data: give --train_file (or --max_train_steps 0 to only evaluate).")
     text_column = resolve_text_column(args, raw_datasets)
     tokenizer, model, mlm_head_from_checkpoint = load_model_and_tokenizer(args)
     max_seq_length = resolve_max_seq_length(args.max_seq_length, tokenizer, model.config,
                                             args.model_name_or_path or args.config_name or args.model_type)
     train_dataset, eval_dataset = preprocess(args, raw_datasets, tokenizer, text_column, max_seq_length, accelerator)
-    # Each example's masks come from its own seed: training ones from (--seed, epoch, index), evaluation ones
-    # from (--eval_mask_seed, index), whatever the batch, process or worker that collates it.
+    # Each example's masks come from its own seed: training ones from (--seed, epoch, index) (--streaming: (--seed,
+    # process, block number)), evaluation ones from (--eval_mask_seed, index), whatever the batch, process or worker
+    # that collates it.
     if train_dataset is not None:
         train_dataset = MaskSeededDataset(train_dataset, training_mask_seed(args, accelerator), TRAIN_MASK_STREAM)
     eval_dataset = MaskSeededDataset(eval_dataset, args.eval_mask_seed, EVAL_MASK_STREAM)
@@ -759,28 +852,38 @@ def training_function(args):
     data_collator = DataCollatorForSeededMLM(tokenizer, args.mlm_probability, padding_multiple(args, accelerator))
     eval_collator = DataCollatorForSeededMLM(tokenizer, args.mlm_probability, padding_multiple(args, accelerator),
                                              pad_to_length=max(example_lengths(eval_dataset)))
-    train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
     eval_dataloader = build_eval_dataloader(args, eval_dataset, eval_collator)
+    if args.streaming:  # ----- --streaming: the shards are read, tokenised and packed on the fly (common/streaming.py)
+        train_dataloader = build_streaming_train_dataloader(args, tokenizer, max_seq_length, data_collator,
+                                                            accelerator, training_mask_seed(args, accelerator))
+        plan = plan_streaming_steps(args)  # one pass of --max_train_steps steps
+    else:
+        train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
+        # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+        plan = plan_training_steps(args, train_dataloader, accelerator)
 
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
-    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
-    plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
         optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
 
-    model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
-        model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
-    )
+    if args.streaming:  # each process already reads its own share: `prepare` would shard the stream again
+        model, optimizer, eval_dataloader, lr_scheduler = accelerator.prepare(
+            model, optimizer, eval_dataloader, lr_scheduler
+        )
+    else:
+        model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
+            model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
+        )
     init_trackers(accelerator, "mlm_no_trainer", args)  # the run's flags; logged steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
-        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
+        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip (or stream position), totals
 
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
@@ -791,7 +894,8 @@ def training_function(args):
         # Resuming mid-epoch: skip the batches already trained on.
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
-        train_dataset.set_epoch(epoch)  # new masks every epoch (dynamic masking), a function of (seed, epoch)
+        if train_dataset is not None:  # new masks every epoch (dynamic masking), a function of (seed, epoch)
+            train_dataset.set_epoch(epoch)  # (--streaming: the block number changes the masks)
         for batch in active_dataloader:
             # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
@@ -825,6 +929,11 @@ def main(argv=None):
     runs it from a notebook."""
     args = parse_args(argv)
     validate_common_args(args)
+    if args.streaming:  # --max_train_steps, --validation_file, the --train_file glob, the JSON Lines text column
+        check_streaming_args(args)
+        if args.group_by_length:
+            raise ValueError("--group_by_length with --streaming: a stream is read in order, there is no sampler to "
+                             "group examples by length; drop --group_by_length.")
     if args.group_by_length and not args.line_by_line:
         raise ValueError("--group_by_length needs --line_by_line: blocks of concatenated text all hold "
                          "--max_seq_length tokens (only the last may be shorter), so there are no lengths to group.")

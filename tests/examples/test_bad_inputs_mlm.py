@@ -172,6 +172,38 @@ def test_optim_and_fast_dropout_reach_the_run(model_dir, good, tmp_path):
     assert [group["fused"] for group in groups] == [True, True]
 
 
+def test_streaming_without_max_train_steps(model_dir, good, finished_run, capsys):
+    argv = replace_flag(base(model_dir, good["train"], good["validation"], finished_run, "--streaming"),
+                        "--max_train_steps", "0")
+    assert_rejected(run_mlm.main, argv, r"--streaming needs --max_train_steps \(> 0\)", finished_run, capsys)
+
+
+def test_streaming_without_validation_file(model_dir, good, finished_run, capsys):
+    argv = base(model_dir, good["train"], None, finished_run, "--streaming")
+    assert_rejected(run_mlm.main, argv, r"--streaming needs a --validation_file", finished_run, capsys)
+
+
+def test_streaming_glob_that_matches_nothing(model_dir, good, finished_run, tmp_path, capsys):
+    argv = base(model_dir, tmp_path / "shards" / "*.txt", good["validation"], finished_run, "--streaming")
+    assert_rejected(run_mlm.main, argv, r"--train_file .*shards/\*\.txt: the pattern matches no file",
+                    finished_run, capsys)
+
+
+def test_streaming_json_lines_shard_without_the_text_column(model_dir, good, finished_run, tmp_path, capsys):
+    write(tmp_path, "part-0.jsonl", "".join(json.dumps({"text": line}) + "\n" for line in corpus_lines(20, seed=3)))
+    write(tmp_path, "part-1.jsonl", json.dumps({"body": "the cat sees the bird ."}) + "\n")
+    argv = base(model_dir, tmp_path / "part-*.jsonl", good["validation"], finished_run, "--streaming")
+    assert_rejected(run_mlm.main, argv, r"part-1\.jsonl, line 1: no key 'text' \(the text column\); the keys present "
+                                        r"are \['body'\]", finished_run, capsys)
+
+
+def test_streaming_with_group_by_length(model_dir, good, finished_run, capsys):
+    argv = base(model_dir, good["train"], good["validation"], finished_run, "--streaming", "--line_by_line",
+                "--group_by_length")
+    assert_rejected(run_mlm.main, argv, r"--group_by_length with --streaming: a stream is read in order",
+                    finished_run, capsys)
+
+
 @pytest.mark.slow  # a launch; the catalogue above runs in-process, test_bad_inputs_glue.py keeps the launched exit
 def test_bad_input_exits_non_zero_under_accelerate_launch(model_dir, good, finished_run):
     before = snapshot(finished_run)

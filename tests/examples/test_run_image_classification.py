@@ -239,6 +239,7 @@ def write_listing(path, rows, fmt):
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
+@pytest.mark.slow  # a launch; make test trains on the folder layout (2 processes) instead
 @pytest.mark.parametrize("fmt", ["csv", pytest.param("jsonl", marks=pytest.mark.slow)])
 def test_listing_file_with_held_out_split_one_process(image_data, tmp_path, fmt):
     """A CSV/JSON Lines file of relative paths and string labels, no validation file: --train_val_split 0.25

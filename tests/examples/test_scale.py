@@ -36,6 +36,7 @@ def glue_args(tiny_bert, data, out, *extra):
             *extra]
 
 
+@pytest.mark.slow  # a launch; check_engine is unit-tested (tests/unit/test_engine_check.py)
 def test_fsdp_asked_on_cpu_stops_before_loading_the_model(tmp_path, tiny_bert, classification_data):
     """`--use_fsdp` with ACCELERATE_USE_CPU=1: accelerate 1.15 would run plain DDP (MULTI_CPU) and say nothing,
     and transformers would load the weights on rank 0 only (FSDP_CPU_RAM_EFFICIENT_LOADING): the script stops

@@ -122,7 +122,8 @@ def test_two_machines_train_exactly_like_one_machine_with_two_processes(one_mach
     same weights bit for bit; only machine 0's main process writes the outputs (one evaluation line, one
     results line), and each checkpoint holds one random state per process of both machines."""
     out, (log0, log1) = two_machines
-    assert "Num processes: 2" in log0 and "Process index: 1" in log1 and "Process index: 0" in log0
+    # One start-up line, from the main process of machine 0 only (common.launch.describe_processes).
+    assert "Distributed environment: MULTI_CPU, 2 processes" in log0 and "Distributed environment" not in log1
     assert_same_weights(one_machine, out)
     assert read_results(out)["eval_accuracy"] == read_results(one_machine)["eval_accuracy"]
     assert read_results(out)["train_loss"] == read_results(one_machine)["train_loss"]

@@ -18,7 +18,6 @@ file name, or is dropped with a warning under `--skip_corrupt_images`. Preproces
 """
 
 import argparse
-import io
 import math
 import os
 from pathlib import Path
@@ -47,7 +46,7 @@ from common.reporting import majority_baseline, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
-from common.tasks.images import to_rgb
+from common.tasks.images import open_image, to_rgb
 from common.tasks.labels import align_labels
 from common.tasks.predictions import write_label_predictions
 from common.tracking import init_trackers, parse_report_to
@@ -259,22 +258,11 @@ def load_image(record):
         ValueError: naming the file (or "<embedded image>") when it is missing, empty, truncated, not an image
             or not convertible.
     """
-    if isinstance(record, Image.Image):
-        image, name = record, getattr(record, "filename", "") or "<in-memory image>"
-    else:
-        path, data = (record, None) if isinstance(record, str) else (record.get("path"), record.get("bytes"))
-        name = path or "<embedded image>"
-        if data is None and path is not None and os.path.isfile(path) and os.path.getsize(path) == 0:
-            raise ValueError(f"{name}: the image file is empty (0 bytes).")
-        try:
-            image = Image.open(io.BytesIO(data) if data is not None else path)
-            image.load()  # decode now: truncated files fail here, not in the middle of training
-        except FileNotFoundError:
-            raise ValueError(f"{name}: image file not found.") from None
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-            raise ValueError(f"{name}: not a readable image ({type(error).__name__}: {error}).") from error
+    image, name = open_image(record)  # a file: decoded now, EXIF orientation applied
+    if isinstance(record, Image.Image):  # open_image returns an in-memory image as it is
+        image = ImageOps.exif_transpose(image)
     try:
-        return to_rgb(ImageOps.exif_transpose(image))
+        return to_rgb(image)
     except (OSError, ValueError) as error:
         raise ValueError(f"{name}: {error}") from error
 

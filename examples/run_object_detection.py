@@ -32,7 +32,6 @@ truth they are scored against (COCO format; for VOC input, images numbered in fi
 
 import argparse
 import importlib.util
-import io
 import json
 import os
 import xml.etree.ElementTree as ElementTree
@@ -47,7 +46,7 @@ import transformers
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration
-from PIL import Image, ImageOps
+from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForObjectDetection, ResNetConfig
 from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES
@@ -65,6 +64,7 @@ from common.reporting import progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
+from common.tasks.images import ALPHA_MODES, open_image
 from common.tasks.labels import align_labels
 from common.tracking import init_trackers, parse_report_to
 
@@ -77,8 +77,6 @@ DEFAULT_SCRATCH_IMAGE_SIZE = 512
 BOX_TOLERANCE = 1.0
 # --config_overrides keys with this prefix set the backbone's config (DETR's `backbone_config`).
 BACKBONE_PREFIX = "backbone_config."
-# Modes whose alpha channel is composited onto white (as transformers' `convert_to_rgb` does).
-ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa")
 # Metric keys copied from the coco_map module into the results (per-class AP is added as map_<class name>).
 METRIC_KEYS = ("map", "map_50", "map_75", "map_small", "map_medium", "map_large", "mar_1", "mar_10", "mar_100",
                "mar_small", "mar_medium", "mar_large")
@@ -378,18 +376,7 @@ def load_image(record):
     Raises:
         ValueError: naming the file when it is missing, empty, truncated or not an image.
     """
-    path, data = (record, None) if isinstance(record, str) else (record.get("path"), record.get("bytes"))
-    name = path or "<embedded image>"
-    if data is None and path is not None and os.path.isfile(path) and os.path.getsize(path) == 0:
-        raise ValueError(f"{name}: the image file is empty (0 bytes).")
-    try:
-        image = Image.open(io.BytesIO(data) if data is not None else path)
-        image.load()  # decode now: truncated files fail here, not in the middle of training
-    except FileNotFoundError:
-        raise ValueError(f"{name}: image file not found.") from None
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-        raise ValueError(f"{name}: not a readable image ({type(error).__name__}: {error}).") from error
-    image = ImageOps.exif_transpose(image)
+    image, _ = open_image(record)  # decoded now, EXIF orientation applied
     if image.mode in ALPHA_MODES or (image.mode in ("P", "L", "RGB") and "transparency" in image.info):
         rgba = image.convert("RGBA")
         image = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba)

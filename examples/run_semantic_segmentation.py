@@ -25,7 +25,6 @@ the 🤗 evaluate module `common/metrics/mean_iou` (loaded by path: offline).
 """
 
 import argparse
-import io
 import json
 import math
 import os
@@ -39,7 +38,7 @@ import torch.nn.functional as F
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration
-from PIL import Image, ImageOps
+from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForSemanticSegmentation, SegformerImageProcessorPil
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES
 
@@ -56,7 +55,7 @@ from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
-from common.tasks.images import to_rgb
+from common.tasks.images import open_image, to_rgb
 from common.tasks.labels import align_labels
 from common.tracking import init_trackers, parse_report_to
 
@@ -319,34 +318,6 @@ def split_and_truncate(args, raw_datasets):
     if args.max_eval_samples is not None and args.max_eval_samples < len(validation):
         validation = validation.shuffle(seed=seed).select(range(args.max_eval_samples))
     return train, validation
-
-
-def open_image(record):
-    """Opens and decodes one image file (photo or mask), applying its EXIF orientation.
-
-    Args:
-        record: a `{"path", "bytes"}` dict (`datasets.Image(decode=False)`), a file path, or a PIL image.
-
-    Returns:
-        (PIL image in its own mode, name: the file path or "<embedded image>").
-
-    Raises:
-        ValueError: naming the file when it is missing, empty, truncated or not an image.
-    """
-    if isinstance(record, Image.Image):
-        return record, getattr(record, "filename", "") or "<in-memory image>"
-    path, data = (record, None) if isinstance(record, str) else (record.get("path"), record.get("bytes"))
-    name = path or "<embedded image>"
-    if data is None and path is not None and os.path.isfile(path) and os.path.getsize(path) == 0:
-        raise ValueError(f"{name}: the image file is empty (0 bytes).")
-    try:
-        image = Image.open(io.BytesIO(data) if data is not None else path)
-        image.load()  # decode now: truncated files fail here, not in the middle of training
-    except FileNotFoundError:
-        raise ValueError(f"{name}: image file not found.") from None
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-        raise ValueError(f"{name}: not a readable image ({type(error).__name__}: {error}).") from error
-    return ImageOps.exif_transpose(image), name
 
 
 def mask_values(mask, name, threshold, reduce_labels, ignore_index):

@@ -1,8 +1,11 @@
-"""Images of any mode as the 8-bit RGB that image processors expect (run_image_classification,
-run_semantic_segmentation)."""
+"""Image files opened with a clear error, and images of any mode as the 8-bit RGB that image processors expect
+(run_image_classification, run_semantic_segmentation, run_object_detection)."""
+
+import io
+import os
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
 ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa")
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
@@ -44,3 +47,32 @@ def to_rgb(image):
         return image.convert("RGB")
     except ValueError as error:
         raise ValueError(f"cannot convert an image of mode {mode} to RGB ({error})") from error
+
+
+def open_image(record):
+    """Opens and decodes one image file (photo or mask), applying its EXIF orientation.
+
+    Args:
+        record: a `{"path", "bytes"}` dict (`datasets.Image(decode=False)`), a file path, or a PIL image.
+
+    Returns:
+        (PIL image in its own mode, name: the file path or "<embedded image>"). A PIL image is returned as it
+        is (its name: its `filename`, or "<in-memory image>"), without EXIF transposition.
+
+    Raises:
+        ValueError: naming the file when it is missing, empty, truncated or not an image.
+    """
+    if isinstance(record, Image.Image):
+        return record, getattr(record, "filename", "") or "<in-memory image>"
+    path, data = (record, None) if isinstance(record, str) else (record.get("path"), record.get("bytes"))
+    name = path or "<embedded image>"
+    if data is None and path is not None and os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise ValueError(f"{name}: the image file is empty (0 bytes).")
+    try:
+        image = Image.open(io.BytesIO(data) if data is not None else path)
+        image.load()  # decode now: truncated files fail here, not in the middle of training
+    except FileNotFoundError:
+        raise ValueError(f"{name}: image file not found.") from None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+        raise ValueError(f"{name}: not a readable image ({type(error).__name__}: {error}).") from error
+    return ImageOps.exif_transpose(image), name

@@ -46,7 +46,6 @@ import transformers
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration
-from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForObjectDetection, ResNetConfig
 from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES
@@ -64,7 +63,7 @@ from common.reporting import progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
-from common.tasks.images import ALPHA_MODES, open_image
+from common.tasks.images import open_image, to_rgb
 from common.tasks.labels import align_labels
 from common.tracking import init_trackers, parse_report_to
 
@@ -364,23 +363,25 @@ def records_from_hub(dataset, split):
 
 
 def load_image(record):
-    """Decodes one image to 8-bit RGB, applying its EXIF orientation; alpha is composited onto white, every other
-    mode (L, P, CMYK, ...) goes through `Image.convert("RGB")`.
+    """Decodes one image to 8-bit RGB (`common.tasks.images.to_rgb`), applying its EXIF orientation: 16-bit grey
+    (`I;16*`, or `I` above 255) is scaled by 255/65535, float (`F`) from 0-1 or 0-255, alpha is composited onto
+    white, every other mode (L, P, CMYK, ...) goes through `Image.convert("RGB")`.
 
     Args:
         record: a file path, or a `{"path", "bytes"}` dict (`datasets.Image(decode=False)`).
 
     Returns:
-        a PIL "RGB" image.
+        a PIL "RGB" image, the same width x height as the file (after EXIF orientation).
 
     Raises:
-        ValueError: naming the file when it is missing, empty, truncated or not an image.
+        ValueError: naming the file when it is missing, empty, truncated, not an image or of a mode that cannot be
+            converted to RGB.
     """
-    image, _ = open_image(record)  # decoded now, EXIF orientation applied
-    if image.mode in ALPHA_MODES or (image.mode in ("P", "L", "RGB") and "transparency" in image.info):
-        rgba = image.convert("RGBA")
-        image = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba)
-    return image.convert("RGB")
+    image, name = open_image(record)  # decoded now, EXIF orientation applied
+    try:
+        return to_rgb(image)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{name}: {error}") from error
 
 
 def check_records(records, source):

@@ -12,6 +12,7 @@ from accelerate import PartialState
 from PIL import Image
 
 import run_object_detection as det
+from common.tasks.images import to_rgb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))  # the end-to-end tests' data writer
 from test_run_object_detection import CATEGORY_IDS, COLOURS, write_detection_set  # noqa: E402
@@ -97,6 +98,46 @@ def test_unreadable_images_are_listed(tmp_path):
     with pytest.raises(ValueError, match=r"src: 2 unreadable image\(s\):\n  .*broken\.jpg: not a readable image.*\n"
                                          r"  .*missing\.png: image file not found"):
         det.check_records(records, "src")
+
+
+def test_load_image_scales_16_bit_grey_as_to_rgb_does(tmp_path):
+    """A 16-bit grey PNG (values spread over 0..65535) is scaled by 255/65535 as `common.tasks.images.to_rgb` does,
+    through the loader that check_records, TrainTransform and EvalTransform call; Pillow's plain convert("RGB")
+    would saturate every value above 255 to white."""
+    values = np.linspace(0, 65535, 6 * 8).round().astype(np.uint16).reshape(6, 8)
+    path = tmp_path / "grey16.png"
+    Image.fromarray(values).save(path)
+    reopened = Image.open(path)
+    assert reopened.mode in ("I;16", "I")  # Pillow opens 16-bit PNGs as one or the other
+    loaded = np.asarray(det.load_image(str(path)))
+    expected = np.asarray(to_rgb(reopened))
+    assert loaded.dtype == np.uint8 and loaded.shape == (6, 8, 3)
+    np.testing.assert_array_equal(loaded, expected)
+    by_hand = np.round(values.astype(np.float64) * 255 / 65535).astype(np.uint8)
+    np.testing.assert_array_equal(loaded[:, :, 0], by_hand)
+    assert (loaded == 255).mean() < 0.1  # not saturated (the clipped conversion makes ~all of them 255)
+    assert det.load_image({"path": None, "bytes": path.read_bytes()}).tobytes() == loaded.tobytes()
+
+
+def test_load_image_scales_float_as_to_rgb_does(tmp_path):
+    """A float (`F`) TIFF with values in 0..1 is taken as 0-1 and scaled by 255 (`to_rgb`), not truncated to 0/1."""
+    values = np.linspace(0.0, 1.0, 4 * 5, dtype=np.float32).reshape(4, 5)
+    path = tmp_path / "float.tif"
+    Image.fromarray(values).save(path)
+    assert Image.open(path).mode == "F"
+    loaded = np.asarray(det.load_image(str(path)))
+    np.testing.assert_array_equal(loaded, np.asarray(to_rgb(Image.open(path))))
+    np.testing.assert_array_equal(loaded[:, :, 1], np.round(values.astype(np.float64) * 255).astype(np.uint8))
+
+
+def test_load_image_composites_alpha_onto_white(tmp_path):
+    """RGBA: transparent -> white, opaque -> the colour, half-transparent -> halfway to white (as before)."""
+    pixels = np.array([[[200, 0, 0, 0], [200, 0, 0, 255], [0, 0, 0, 128]]], dtype=np.uint8)
+    path = tmp_path / "alpha.png"
+    Image.fromarray(pixels, mode="RGBA").save(path)
+    loaded = np.asarray(det.load_image(str(path)))
+    assert loaded.tolist() == [[[255, 255, 255], [200, 0, 0], [127, 127, 127]]]
+    np.testing.assert_array_equal(loaded, np.asarray(to_rgb(Image.open(path))))
 
 
 def test_coco_reader_errors_name_the_annotation(tmp_path):

@@ -49,6 +49,7 @@ from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
 from common.metrics import load_metric
+from common.metrics.mean_iou.mean_iou import confusion_matrix, scores_from_confusion_matrix
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, progress_bar
@@ -667,21 +668,32 @@ def metric_key(name):
 
 def evaluate(model, dataloader, accelerator, id2label, ignore_index):
     """Scores the model on the validation DataLoader with the `mean_iou` metric module (`common/metrics/mean_iou`,
-    loaded by path: offline). `model=None` scores the trivial baseline instead: class 0 on every pixel.
+    loaded by path: offline), and counts the scored mask pixels of each class, from which `class0_baseline` scores
+    the trivial baseline without another pass. `model=None` scores that baseline the direct way instead (class 0
+    predicted on every pixel, through the metric): the two-pass form that `class0_baseline` replaces, kept as its
+    reference in tests.
 
     Each image's logits (num_labels, H/4, W/4 for SegFormer) are upsampled bilinearly to its mask's original
     (height, width) and their argmax is the predicted map. Maps and masks are padded (prediction 0, mask
     `ignore_index`: padding is never scored) to a size common to all processes, gathered with
     `gather_for_metrics` (every image exactly once), and added to the metric on every process; the metric sums one
     confusion matrix over every pixel of the set before dividing (`mean_iou.py`), so the result does not depend
-    on batches or processes.
+    on batches or processes. The pixel counts are taken from the same gathered masks.
 
     Returns:
-        {"mean_iou", "mean_accuracy", "overall_accuracy", "iou_<class>", "accuracy_<class>", "samples"}: fractions
-        (a class absent from masks and predictions has no IoU, one absent from the masks no accuracy: None, and
-        left out of the means); "samples" is the number of images scored.
+        (results, class_pixels):
+        results: {"mean_iou", "mean_accuracy", "overall_accuracy", "iou_<class>", "accuracy_<class>", "samples"}:
+            fractions (see `scores_as_results`); "samples" is the number of images scored.
+        class_pixels: (K,) int64 numpy array, K = len(id2label): the number of mask pixels of each class over the
+            whole validation set, each pixel once whatever the number of processes, `ignore_index` pixels (and
+            padding) left out as the metric leaves them out; the same on every process.
+
+    Raises:
+        ValueError: from the metric, on a mask class id outside 0..K-1 (other than `ignore_index`).
     """
+    num_labels = len(id2label)
     metric = load_metric("mean_iou", keep_in_memory=True)
+    class_pixels = np.zeros(num_labels, dtype=np.int64)
     if model is not None:
         model.eval()
     samples = 0
@@ -702,14 +714,66 @@ def evaluate(model, dataloader, accelerator, id2label, ignore_index):
             labels = accelerator.pad_across_processes(labels, dim=dim, pad_index=ignore_index)
             predictions = accelerator.pad_across_processes(predictions, dim=dim, pad_index=0)
         predictions, references = accelerator.gather_for_metrics((predictions, labels))
-        metric.add_batch(predictions=predictions.cpu().numpy(), references=references.cpu().numpy())
+        references = references.cpu().numpy()
+        metric.add_batch(predictions=predictions.cpu().numpy(), references=references)
+        # The pixels per reference class = column 0 of the confusion matrix of "class 0 everywhere", counted by the
+        # metric module's own function (its ignore_index rule and id checks).
+        class_pixels += confusion_matrix(np.zeros_like(references), references, num_labels, ignore_index)[:, 0]
         samples += len(references)
-    scores = metric.compute(num_labels=len(id2label), ignore_index=ignore_index)
+    scores = metric.compute(num_labels=num_labels, ignore_index=ignore_index)
+    return {**scores_as_results(scores, id2label), "samples": samples}, class_pixels
+
+
+def scores_as_results(scores, id2label):
+    """The `mean_iou` module's result as results keys.
+
+    Args:
+        scores: {"mean_iou", "mean_accuracy", "overall_accuracy", "per_category_iou", "per_category_accuracy"}
+            (`common/metrics/mean_iou`; per-category lists of K floats, NaN where undefined).
+        id2label: {class id: name}, ids 0..K-1.
+
+    Returns:
+        {"mean_iou", "mean_accuracy", "overall_accuracy", "iou_<class>", "accuracy_<class>"}: fractions in [0, 1]
+        (a class absent from masks and predictions has no IoU, one absent from the masks no accuracy: None, and
+        left out of the means); <class> is `metric_key(name)`.
+    """
     results = {key: scores[key] for key in ("mean_iou", "mean_accuracy", "overall_accuracy")}
     for key, per_class in (("iou", scores["per_category_iou"]), ("accuracy", scores["per_category_accuracy"])):
         for class_id, value in enumerate(per_class):
             results[f"{key}_{metric_key(id2label[class_id])}"] = None if math.isnan(value) else value
-    return {**results, "samples": samples}
+    return results
+
+
+def class0_baseline(class_pixels, id2label):
+    """Scores of the trivial baseline "class 0 on every pixel" from the validation set's pixel counts per class
+    (`evaluate`'s second return value), without a second pass over the masks.
+
+    Predicting class 0 everywhere gives the confusion matrix C[r, p] (reference r, prediction p) whose only
+    non-zero column is C[r, 0] = class_pixels[r]. It is scored by the metric module's own
+    `scores_from_confusion_matrix` (`common/metrics/mean_iou/mean_iou.py`, the definition of Long, Shelhamer &
+    Darrell, 2015, §5: IoU_k = C[k, k] / (sum_p C[k, p] + sum_r C[r, k] - C[k, k]), accuracy_k = C[k, k] / sum_p
+    C[k, p], means over the classes where they are defined, overall accuracy = trace / sum). So IoU_0 =
+    class_pixels[0] / total, every other class present scores 0, a class with no pixels has no IoU and no accuracy
+    (class 0 without pixels: IoU 0, no accuracy); the result equals that of the metric on maps of zeros.
+
+    Args:
+        class_pixels: (K,) non-negative ints: pixels of each class over the whole set, `ignore_index` left out.
+        id2label: {class id: name}, ids 0..K-1.
+
+    Returns:
+        {"mean_iou", "mean_accuracy", "overall_accuracy", "iou_<class>", "accuracy_<class>"}, as `evaluate`'s
+        results (None where undefined), without "samples".
+
+    Raises:
+        ValueError: when `class_pixels` is not K non-negative counts.
+    """
+    class_pixels = np.asarray(class_pixels)
+    if class_pixels.shape != (len(id2label),) or (class_pixels < 0).any():
+        raise ValueError(f"class0_baseline: class_pixels {class_pixels.tolist()}; expected {len(id2label)} "
+                         "non-negative pixel counts, one per class.")
+    matrix = np.zeros((len(id2label), len(id2label)), dtype=np.int64)
+    matrix[:, 0] = class_pixels
+    return scores_as_results(scores_from_confusion_matrix(matrix), id2label)
 
 
 def training_function(args):
@@ -797,14 +861,15 @@ def training_function(args):
             # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
             if accelerator.sync_gradients and run.after_optimizer_step(epoch):
                 break
-        eval_metrics = evaluate(model, eval_dataloader, accelerator, config.id2label, args.ignore_index)
+        eval_metrics, class_pixels = evaluate(model, eval_dataloader, accelerator, config.id2label, args.ignore_index)
         run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
-        eval_metrics = evaluate(model, eval_dataloader, accelerator, config.id2label, args.ignore_index)
+        eval_metrics, class_pixels = evaluate(model, eval_dataloader, accelerator, config.id2label, args.ignore_index)
     results = run.results(eval_metrics)  # eval_samples: the images scored, on any number of processes
-    # "baseline", eval_baseline_*: class 0 predicted on every pixel, scored by the same metric on the same masks.
-    background = evaluate(None, eval_dataloader, accelerator, config.id2label, args.ignore_index)
+    # "baseline", eval_baseline_*: class 0 predicted on every pixel, scored by the same metric definition on the same
+    # masks, from the last evaluation's pixel counts per class (no second pass over the validation set).
+    background = class0_baseline(class_pixels, config.id2label)
     results.update(baseline_results(f"class 0 ({config.id2label[0]}) on every pixel", background))
     run.save(model, image_processor, results)  # model and all_results.json first: nothing below can lose them
     run.end(results)  # all_results.json again, Hub push, end the trackers

@@ -1,6 +1,7 @@
 """Unit tests of run_semantic_segmentation.py's data rules and evaluation: pairing by stem, mask values
 (--mask_threshold, --reduce_labels, --ignore_index), --id2label, the class map, the collator's padding, the joint
-augmentation, and `evaluate`'s scores on masks of different sizes (hand-computed values)."""
+augmentation, `evaluate`'s scores on masks of different sizes and the class-0 baseline from its pixel counts
+(hand-computed values)."""
 
 import argparse
 
@@ -152,8 +153,9 @@ def test_evaluate_scores_each_mask_at_its_own_size():
                                {"pixel_values": torch.zeros(3, 8, 8), "labels": b}])
     assert batch["labels"].shape == (2, 4, 6)  # padded with 255
     accelerator = Accelerator(cpu=True)
-    scores = seg.evaluate(FixedLogits(), [batch], accelerator, {0: "background", 1: "thing"}, 255)
+    scores, class_pixels = seg.evaluate(FixedLogits(), [batch], accelerator, {0: "background", 1: "thing"}, 255)
     assert scores["samples"] == 2
+    assert class_pixels.tolist() == [12 + 12, 4]  # the masks' scored pixels per class (padding never counted)
     assert scores["iou_background"] == pytest.approx(15 / 24)
     assert scores["iou_thing"] == pytest.approx(4 / 13)
     assert scores["mean_iou"] == pytest.approx((15 / 24 + 4 / 13) / 2)
@@ -165,3 +167,76 @@ def test_evaluate_scores_each_mask_at_its_own_size():
 def test_metric_key():
     assert seg.metric_key("building, edifice") == "building_edifice"
     assert seg.metric_key("***") == "class"
+
+
+class ConstantLogits(torch.nn.Module):
+    """A model of `num_labels` classes whose 2x2 logits say class `winner` on every pixel."""
+
+    def __init__(self, num_labels, winner):
+        super().__init__()
+        self.num_labels, self.winner = num_labels, winner
+
+    def forward(self, pixel_values):
+        logits = torch.zeros(len(pixel_values), self.num_labels, 2, 2)
+        logits[:, self.winner] = 10.0
+        return type("Output", (), {"logits": logits})()
+
+
+def mask_batches(masks, per_batch):
+    """Validation batches as the Collator makes them (masks of different sizes padded with 255)."""
+    examples = [{"pixel_values": torch.zeros(3, 8, 8), "labels": torch.tensor(m, dtype=torch.long)} for m in masks]
+    return [seg.Collator(255)(examples[i: i + per_batch]) for i in range(0, len(examples), per_batch)]
+
+
+# Three masks of different sizes, classes 0-2 present, class 3 absent, three pixels 255 (--ignore_index). Scored
+# pixels per class: class 0: 5 + 3 + 4 = 12, class 1: 3 + 2 + 1 = 6, class 2: 3 + 1 + 1 = 5, class 3: 0 (23 in
+# all). Class 0 everywhere: confusion column 0 = (12, 6, 5, 0), so IoU_0 = 12 / (12 + 23 - 12) = 12/23, IoU_1 =
+# IoU_2 = 0 / (6 or 5) = 0, IoU_3 = 0 / 0 (undefined: None, left out of the mean); accuracy_0 = 12/12, accuracy_1
+# = accuracy_2 = 0, accuracy_3 undefined; pixel accuracy 12/23.
+BASELINE_MASKS = [
+    [[0, 0, 1, 1], [0, 2, 1, 255], [0, 0, 2, 2]],
+    [[1, 1, 0], [2, 0, 0]],
+    [[0, 0], [0, 1], [255, 255], [2, 0]],
+]
+BASELINE_ID2LABEL = {0: "background", 1: "red", 2: "blue", 3: "never"}
+BASELINE_BY_HAND = {
+    "mean_iou": (12 / 23 + 0 + 0) / 3, "mean_accuracy": (1 + 0 + 0) / 3, "overall_accuracy": 12 / 23,
+    "iou_background": 12 / 23, "iou_red": 0.0, "iou_blue": 0.0, "iou_never": None,
+    "accuracy_background": 1.0, "accuracy_red": 0.0, "accuracy_blue": 0.0, "accuracy_never": None,
+}
+
+
+@pytest.mark.parametrize("per_batch", [1, 2])
+def test_class0_baseline_from_the_first_pass_equals_the_second_pass(per_batch):
+    """The baseline from the model's evaluation pass (its per-class pixel counts) is exactly the old second pass,
+    `evaluate(None, ...)` (class 0 predicted on every pixel, through the metric), and the hand-computed values."""
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    batches = mask_batches(BASELINE_MASKS, per_batch)
+    scores, class_pixels = seg.evaluate(ConstantLogits(4, winner=2), batches, accelerator, BASELINE_ID2LABEL, 255)
+    assert class_pixels.tolist() == [12, 6, 5, 0] and scores["samples"] == 3
+    baseline = seg.class0_baseline(class_pixels, BASELINE_ID2LABEL)
+    two_pass, two_pass_pixels = seg.evaluate(None, batches, accelerator, BASELINE_ID2LABEL, 255)
+    assert two_pass_pixels.tolist() == [12, 6, 5, 0]
+    assert baseline == {key: value for key, value in two_pass.items() if key != "samples"}  # exactly, None = None
+    assert set(baseline) == set(BASELINE_BY_HAND)
+    for key, value in BASELINE_BY_HAND.items():
+        assert baseline[key] == (None if value is None else pytest.approx(value, rel=1e-15)), key
+
+
+def test_class0_baseline_when_class_0_is_absent_from_the_masks():
+    """Class 0 absent from the masks but predicted everywhere: IoU_0 = 0 / (0 + 3 - 0) = 0 (defined, in the mean),
+    accuracy_0 = 0 / 0 (undefined); classes 1 and 2 score 0, class 3 (in neither) is undefined."""
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    batches = mask_batches([[[1, 2], [2, 255]]], 1)
+    _, class_pixels = seg.evaluate(ConstantLogits(4, winner=1), batches, accelerator, BASELINE_ID2LABEL, 255)
+    assert class_pixels.tolist() == [0, 1, 2, 0]
+    baseline = seg.class0_baseline(class_pixels, BASELINE_ID2LABEL)
+    two_pass, _ = seg.evaluate(None, batches, accelerator, BASELINE_ID2LABEL, 255)
+    assert baseline == {key: value for key, value in two_pass.items() if key != "samples"}
+    assert baseline == {"mean_iou": 0.0, "mean_accuracy": 0.0, "overall_accuracy": 0.0, "iou_background": 0.0,
+                        "iou_red": 0.0, "iou_blue": 0.0, "iou_never": None, "accuracy_background": None,
+                        "accuracy_red": 0.0, "accuracy_blue": 0.0, "accuracy_never": None}

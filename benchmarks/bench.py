@@ -1,17 +1,20 @@
 """`make bench`: training throughput of the example scripts, switch by switch, against Trainer.
 
-For examples/run_glue.py (MiniLM-L6 on GLUE MRPC) and examples/run_ner.py (the same encoder on
-CoNLL-2003) it launches each configuration the way a user does (`accelerate launch`, offline) and
-reports, from the run's all_results.json and the process' resource usage:
+For examples/run_glue.py (MiniLM-L6 on GLUE MRPC) and every other example script (one section each, on the
+real data of its recipe, plain against the best switches it honours) it launches each configuration the way a
+user does (`accelerate launch`, offline) and reports, from the run's all_results.json and the process'
+resource usage:
 
 - train samples/s and non-padding tokens/s (train_runtime covers the epoch loop, evaluation after
   each epoch included, in run_glue and in the Trainer peer alike), and the padding fraction;
 - achieved model GFLOP/s = 6 x N x non-padding tokens/s (Kaplan et al. 2020; N = non-embedding
   parameters, see benchmarks/flops.py) and MFU = that / the best 2048 x 2048 matmul FLOP/s that this
   script measures at the start, in the precision of the run (fp32, or bf16 under
-  --mixed_precision bf16), with all the threads the run uses;
+  --mixed_precision bf16), with all the threads the run uses ("-" for the seq2seq and image sections:
+  see PARAMETERS_OF);
 - peak resident memory (the largest process of the run, from wait4's ru_maxrss);
-- eval accuracy (GLUE) or F1 (NER).
+- the eval metric the script writes: accuracy (GLUE, multiple choice, images), entity F1 (NER), EM / F1 (QA),
+  perplexity (mlm, clm), BLEU (translation), ROUGE-1 (summarization), mIoU (segmentation), mAP@0.5 (detection).
 
 Runs take /tmp/cpu_heavy.lock (the machine's queue for heavy runs) and hand it back between two runs
 once they held it --lock_budget seconds (8 minutes), so other people's heavy runs can go in between.
@@ -30,18 +33,48 @@ Sections (a few minutes each):
             scratch on Weizmann horses at 64 px (--max_train_samples / 10 pairs, 20 validation pairs)
   det       run_object_detection: plain against bf16 + fused AdamW + fast dropout, a small Conditional DETR from a
             config on the raccoon photos (voc_to_coco.py split, 256 x 256 inputs, 24 optimizer steps of 8 images)
+  clm       run_clm: plain against bf16 + fused AdamW + fast dropout, the 1M-parameter GPT-2 of
+            recipes/shakespeare_gpt2_scratch.yaml from scratch on tinyshakespeare (2,048-token BPE trained first),
+            2 epochs of --max_train_samples x 3 blocks of 128 tokens (2,400 of the 2,867; 150 steps of 32),
+            perplexity on all 147 held-out blocks
+  qa        run_qa: plain against all switches, MiniLM-L6 on XQuAD-en split by article (recipes/xquad_minilm.yaml),
+            --max_train_samples / 2 questions (400, 50 steps of 8, 384-token features), EM / F1 on 64 held-out ones
+  translation  run_translation: plain against bf16 + group_by_length + fused AdamW, the Marian 3+3 (d_model 256)
+            of recipes/multi30k_marian.yaml from scratch on Multi30k en->de (8,000-token BPE trained by the run),
+            --max_train_samples x 10 pairs (8,000, 125 steps of 64), greedy BLEU on 128 validation pairs
+  summarization  run_summarization: plain against bf16 + group_by_length + fused AdamW, the Marian of
+            recipes/dialogsum_marian.yaml from scratch on DialogSum (4,000-token BPE trained by the run),
+            --max_train_samples dialogues (800, 50 steps of 16, sources cut at 192 tokens), greedy ROUGE-1 on the
+            first 20 dev dialogues
+  image     run_image_classification: plain against bf16 + fused AdamW, the 0.31M-parameter ResNet of
+            recipes/mnist_resnet.yaml on MNIST digits (mnist_to_imagefolder.py split), 8 epochs of
+            --max_train_samples x 10 images (all 8,000 training digits: 504 steps of 128; at most 8,000),
+            accuracy on 500 of the 2,000 held-out digits
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
   seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
             seeds of --seeds (default 43,44,45): how much of an accuracy difference is seed noise
 
-Runs use --max_train_samples 800 (1 epoch, 50 steps of batch 16) except `full`. Measurements on a
-shared 2-core machine are noisy: `--repeats` repeats the key configurations.
+Runs use --max_train_samples 800 (1 epoch, 50 steps of batch 16) except `full`; the other scripts' sections
+scale it as listed, so that on 2 idle cores each of their plain runs takes about 1-3 minutes (the five sections
+clm,qa,translation,summarization,image: 10 runs, about 20-25 minutes in all, estimated, not measured) and a
+smoke run with --max_train_samples 16 trains a few steps. Measurements on a shared 2-core machine are noisy:
+`--repeats` repeats the key configurations.
+
+Issue 18's target is all switches >= 2 x plain for each script whose model has dropout and padding. It cannot
+be reached where one of the two is missing: run_clm packs text into full blocks (no padding, so length grouping
+and padding rounding have nothing to remove), run_image_classification's ResNet has no dropout (nothing for
+--fast_dropout, the largest single win on MiniLM) and its images are not padded, so there only bf16 and fused
+AdamW apply. run_translation and run_summarization have both, but transformers' Marian applies its dropout with
+nn.functional.dropout, which --fast_dropout does not replace (SEQ2SEQ_BEST), so they are measured without it and
+may fall short for that reason.
 
     python benchmarks/bench.py                       # all sections but `full`
     python benchmarks/bench.py --sections full       # adds to bench_results/bench.json
     python benchmarks/bench.py --sections seeds --only full_all,full_all_but_group --seeds 43,44
     python benchmarks/bench.py --sections switches --only plain,bf16
+    python benchmarks/bench.py --sections clm,qa,translation,summarization,image
+    python benchmarks/bench.py --sections qa --max_train_samples 16 --repeats 1 --retries 0 --output_dir /tmp/smoke
 """
 
 import argparse
@@ -64,7 +97,8 @@ from flops import matmul_peak_flops, model_flops_utilization, non_embedding_para
 
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
-ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "det", "full", "seeds"]
+ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "det", "clm", "qa",
+                "translation", "summarization", "image", "full", "seeds"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -243,6 +277,166 @@ def det_configs(output_dir):
     ]
 
 
+def prepared(path, command):
+    """`path`, written by `command` (a list; `--output_dir` is appended) when it does not exist yet. The command
+    writes into a temporary folder that is renamed at the end, so an interrupted preparation is redone."""
+    path = Path(path)
+    if not path.exists():
+        partial = path.with_name(path.name + ".partial")
+        if partial.exists():
+            shutil.rmtree(partial)
+        subprocess.run([sys.executable, *map(str, command), "--output_dir", str(partial)], check=True, cwd=REPO)
+        partial.rename(path)
+    return path
+
+
+# The GPT-2 of recipes/shakespeare_gpt2_scratch.yaml (1.07M parameters with a 2,048-token BPE vocabulary).
+CLM_OVERRIDES = {"n_embd": 128, "n_layer": 4, "n_head": 4, "n_positions": 128}
+
+
+def clm_args(max_train_samples, output_dir, extra=()):
+    """run_clm as recipes/shakespeare_gpt2_scratch.yaml: the small GPT-2 from scratch on tinyshakespeare with the
+    2,048-token BPE tokenizer of examples/train_tokenizer.py (trained once into `output_dir`/shakespeare_tokenizer);
+    2 epochs of `max_train_samples` blocks of 128 tokens (batch 32, the recipe's 16 x 2 processes), scored on all
+    147 held-out blocks (the first 5 % of the text)."""
+    text = SHARED / "tinyshakespeare" / "input.txt"
+    tokenizer = prepared(Path(output_dir) / "shakespeare_tokenizer", [
+        REPO / "examples" / "train_tokenizer.py", "--train_file", text, "--vocab_size", "2048",
+        "--model_max_length", "1024"])
+    args = ["--model_type", "gpt2", "--config_overrides", ",".join(f"{k}={v}" for k, v in CLM_OVERRIDES.items()),
+            "--tokenizer_name", tokenizer, "--train_file", text, "--block_size", "128",
+            "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "32",
+            "--learning_rate", "2e-3", "--num_warmup_steps", "40", "--num_train_epochs", "2", "--seed", "42",
+            "--max_train_samples", str(max_train_samples), "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def clm_configs(samples, output_dir):
+    """run_clm: plain against the switches that apply to full blocks (no padding: the padding flags are refused)."""
+    best = BF16 + FUSED + FAST_DROPOUT
+    return [
+        ("clm_plain", "clm", "examples/run_clm.py", 1, 2, None, clm_args(samples, output_dir), "fp32"),
+        ("clm_all", "clm", "examples/run_clm.py", 1, 2, None, clm_args(samples, output_dir, best),
+         "bf16 + fused + fast dropout"),
+    ]
+
+
+def qa_args(max_train_samples, output_dir, extra=()):
+    """run_qa as recipes/xquad_minilm.yaml: MiniLM-L6 on XQuAD-en split by article
+    (examples/split_squad_by_article.py into `output_dir`/xquad_split: 957 / 233 questions); 1 epoch of
+    `max_train_samples` questions (batch 8, the recipe's 4 x 2 processes; every XQuAD question fits in one
+    384-token feature), 64 validation questions scored."""
+    split = prepared(Path(output_dir) / "xquad_split", [
+        REPO / "examples" / "split_squad_by_article.py", SHARED / "squad" / "xquad.en.json"])
+    args = ["--model_name_or_path", model_path(), "--train_file", split / "train.json", "--validation_file",
+            split / "validation.json", "--max_seq_length", "384", "--doc_stride", "128",
+            "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "32",
+            "--learning_rate", "1e-4", "--num_warmup_steps", "5", "--num_train_epochs", "1", "--seed", "42",
+            "--max_train_samples", str(max_train_samples), "--max_eval_samples", "64", "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def qa_configs(samples, output_dir):
+    """run_qa: plain against all switches (it honours every one of them)."""
+    return [
+        ("qa_plain", "qa", "examples/run_qa.py", 1, 2, None, qa_args(samples, output_dir), "fp32"),
+        ("qa_all", "qa", "examples/run_qa.py", 1, 2, None, qa_args(samples, output_dir, ALL),
+         "bf16 + group_by_length + pad 8 + fused + fast dropout"),
+    ]
+
+
+# The Marian of recipes/multi30k_marian.yaml and recipes/dialogsum_marian.yaml (3+3 layers, d_model 256), from scratch.
+MARIAN = ("d_model=256,encoder_layers=3,decoder_layers=3,encoder_attention_heads=4,decoder_attention_heads=4,"
+          "encoder_ffn_dim=1024,decoder_ffn_dim=1024,dropout=0.1,scale_embedding=true")
+# --fast_dropout is left out of the seq2seq sections: transformers' Marian applies its dropout with
+# nn.functional.dropout, which the switch does not replace (it swaps nn.Dropout modules), and its attention
+# dropout is 0, so the switch would only trade sdpa attention for eager attention.
+SEQ2SEQ_BEST = BF16 + GROUP + FUSED
+
+
+def translation_args(max_train_samples, extra=()):
+    """run_translation as recipes/multi30k_marian.yaml: Marian from scratch with an 8,000-token BPE tokenizer that
+    the script trains on the training text, Multi30k en->de; 1 epoch of `max_train_samples` pairs (batch 64, label
+    smoothing 0.1), 128 validation pairs translated greedily (BLEU)."""
+    data = SHARED / "multi30k"
+    args = ["--model_type", "marian", "--config_overrides", MARIAN + ",max_position_embeddings=128",
+            "--train_tokenizer_vocab_size", "8000", "--train_source_file", data / "train.en.gz", "--train_target_file",
+            data / "train.de.gz", "--validation_source_file", data / "val.en.gz", "--validation_target_file",
+            data / "val.de.gz", "--source_lang", "en", "--target_lang", "de", "--max_source_length", "64",
+            "--max_target_length", "64", "--val_max_target_length", "64", "--per_device_train_batch_size", "64",
+            "--per_device_eval_batch_size", "128", "--num_beams", "1", "--label_smoothing_factor", "0.1",
+            "--learning_rate", "1e-3", "--num_warmup_steps", "30", "--weight_decay", "0.01", "--num_train_epochs", "1",
+            "--seed", "42", "--max_train_samples", str(max_train_samples), "--max_eval_samples", "128",
+            "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def translation_configs(samples):
+    """run_translation: plain against bf16 + length grouping + fused AdamW (see SEQ2SEQ_BEST)."""
+    return [
+        ("translation_plain", "translation", "examples/run_translation.py", 1, 2, None, translation_args(samples),
+         "fp32"),
+        ("translation_all", "translation", "examples/run_translation.py", 1, 2, None,
+         translation_args(samples, SEQ2SEQ_BEST), "bf16 + group_by_length + pad 8 + fused"),
+    ]
+
+
+def summarization_args(max_train_samples, extra=()):
+    """run_summarization as recipes/dialogsum_marian.yaml: Marian from scratch with a 4,000-token BPE tokenizer that
+    the script trains on the dialogues and summaries, DialogSum; 1 epoch of `max_train_samples` dialogues (batch 16,
+    sources cut at 192 tokens), the first 20 dev dialogues summarised greedily (ROUGE, up to 48 tokens)."""
+    data = SHARED / "dialogsum"
+    args = ["--model_type", "marian", "--config_overrides", MARIAN + ",max_position_embeddings=320",
+            "--train_tokenizer_vocab_size", "4000", "--train_file", data / "dialogsum.train.first4000.jsonl",
+            "--validation_file", data / "dialogsum.dev.jsonl", "--text_column", "dialogue", "--summary_column",
+            "summary", "--max_source_length", "192", "--max_target_length", "64", "--val_max_target_length", "48",
+            "--per_device_train_batch_size", "16", "--per_device_eval_batch_size", "20", "--num_beams", "1",
+            "--learning_rate", "1e-3", "--num_warmup_steps", "10", "--weight_decay", "0.01", "--num_train_epochs", "1",
+            "--seed", "42", "--max_train_samples", str(max_train_samples), "--max_eval_samples", "20",
+            "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def summarization_configs(samples):
+    """run_summarization: plain against bf16 + length grouping + fused AdamW (see SEQ2SEQ_BEST)."""
+    return [
+        ("summarization_plain", "summarization", "examples/run_summarization.py", 1, 2, None,
+         summarization_args(samples), "fp32"),
+        ("summarization_all", "summarization", "examples/run_summarization.py", 1, 2, None,
+         summarization_args(samples, SEQ2SEQ_BEST), "bf16 + group_by_length + pad 8 + fused"),
+    ]
+
+
+def image_args(max_train_samples, output_dir, extra=()):
+    """run_image_classification as recipes/mnist_resnet.yaml: the 0.31M-parameter ResNet from a config on MNIST
+    digits (examples/mnist_to_imagefolder.py into `output_dir`/mnist_images: 8,000 training, 2,000 validation
+    images); 8 epochs of `max_train_samples` images (batch 128, the recipe's 64 x 2 processes), 500 validation
+    images scored after each epoch."""
+    mnist = SHARED / "mnist"
+    images = prepared(Path(output_dir) / "mnist_images", [
+        REPO / "examples" / "mnist_to_imagefolder.py", "--images", mnist / "t10k-images-idx3-ubyte.gz", "--labels",
+        mnist / "t10k-labels-idx1-ubyte.gz", "--validation_size", "2000", "--seed", "0"])
+    args = ["--train_dir", images / "train", "--validation_dir", images / "validation", "--model_type", "resnet",
+            "--config_overrides", "embedding_size=32,hidden_sizes=[32,64,128],depths=[1,1,1],layer_type=basic",
+            "--image_size", "28", "--random_resized_crop_scale", "0.7", "1", "--random_resized_crop_ratio", "0.85",
+            "1.18", "--no-horizontal_flip", "--per_device_train_batch_size", "128", "--per_device_eval_batch_size",
+            "256", "--learning_rate", "3e-3", "--weight_decay", "0.05", "--lr_scheduler_type", "cosine",
+            "--num_warmup_steps", "60", "--num_train_epochs", "8", "--seed", "0", "--max_train_samples",
+            str(max_train_samples), "--max_eval_samples", "500", "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def image_configs(samples, output_dir):
+    """run_image_classification: plain against bf16 + fused AdamW (a ResNet has no dropout for --fast_dropout to
+    replace, and images have no padding: the padding flags are refused)."""
+    return [
+        ("image_plain", "image", "examples/run_image_classification.py", 1, 2, None, image_args(samples, output_dir),
+         "fp32"),
+        ("image_all", "image", "examples/run_image_classification.py", 1, 2, None,
+         image_args(samples, output_dir, BF16 + FUSED), "bf16 + fused"),
+    ]
+
+
 def launch_command(script, processes, threads, dynamo=None):
     """`accelerate launch` for `processes` CPU processes of `threads` threads each."""
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_cpu_threads_per_process", str(threads)]
@@ -307,6 +501,13 @@ def run_one(name, command, output_dir, threads, timeout):
     return results, wall, peak_mib, log_text, other_load
 
 
+# The eval metrics kept in a row (the scripts' all_results.json keys); `metric_text` picks the one to show.
+EVAL_KEYS = ("eval_accuracy", "eval_f1", "eval_exact_match",  # GLUE, NER, multiple choice, images; QA (EM and F1)
+             "eval_perplexity",  # run_mlm, run_clm
+             "eval_bleu", "eval_rouge1",  # run_translation, run_summarization (0-100)
+             "eval_mean_iou", "eval_map_50")  # run_semantic_segmentation, run_object_detection
+
+
 def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks, precision, processes, threads,
               notes="", other_load=None):
     """One row of the table: the run's own metrics plus FLOP/s and MFU."""
@@ -320,7 +521,7 @@ def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks,
     samples_s = results["train_samples_per_second"]
     tokens_s = results.get("train_tokens_per_second", 0.0)  # image scripts count no tokens
     padding = results.get("train_padding_fraction", 0.0)
-    flops_s = 6.0 * num_params * tokens_s
+    flops_s = None if num_params is None else 6.0 * num_params * tokens_s  # None: see PARAMETERS_OF
     peak = peaks[precision]
     row.update({
         "train_samples": results.get("train_samples"),
@@ -328,15 +529,11 @@ def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks,
         "samples_per_s": samples_s,
         "tokens_per_s": tokens_s,
         "padding_fraction": padding,
-        "gflops_per_s": round(flops_s / 1e9, 1),
-        "gflops_per_s_with_padding": round(flops_s / max(1e-9, 1 - padding) / 1e9, 1),
-        "mfu": round(model_flops_utilization(flops_s, peak), 4),
-        "eval_accuracy": results.get("eval_accuracy"),
-        "eval_f1": results.get("eval_f1"),
-        "eval_perplexity": results.get("eval_perplexity"),  # run_mlm
-        "eval_mean_iou": results.get("eval_mean_iou"),  # run_semantic_segmentation
-        "eval_map_50": results.get("eval_map_50"),  # run_object_detection
+        "gflops_per_s": None if flops_s is None else round(flops_s / 1e9, 1),
+        "gflops_per_s_with_padding": None if flops_s is None else round(flops_s / max(1e-9, 1 - padding) / 1e9, 1),
+        "mfu": None if flops_s is None else round(model_flops_utilization(flops_s, peak), 4),
     })
+    row.update({key: results.get(key) for key in EVAL_KEYS})
     return row
 
 
@@ -450,16 +647,36 @@ def ner_configs(samples):
     ]
 
 
+# Which count of `count_parameters` a section's FLOP/s use (sections not listed: "glue"; mc's and mlm's MiniLM
+# differ from MRPC's model only in their heads, under 1 % of N). None: no 6 x N x tokens figure. The seq2seq models
+# read source tokens in the encoder and target tokens in the decoder, while the scripts count source tokens only;
+# the image models read no tokens at all.
+PARAMETERS_OF = {"ner": "ner", "qa": "qa", "clm": "clm", "translation": None, "summarization": None, "image": None,
+                 "seg": None, "det": None}
+
+
 def count_parameters():
-    """Non-embedding parameters of the MRPC (2 labels) and CoNLL (9 labels) models."""
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
+    """Non-embedding parameters (Kaplan's N) of the models whose FLOP/s the table reports: MiniLM-L6 with the
+    MRPC (2 labels), CoNLL (9 labels) and span (QA) heads, and the clm section's GPT-2 (`CLM_OVERRIDES`; its
+    count does not depend on the vocabulary: the output layer is tied to the embedding)."""
+    from transformers import (
+        AutoConfig,
+        AutoModelForQuestionAnswering,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        GPT2Config,
+        GPT2LMHeadModel,
+    )
 
     path = model_path()
     counts = {}
     for task, cls, labels in (("glue", AutoModelForSequenceClassification, 2),
-                              ("ner", AutoModelForTokenClassification, 9)):
+                              ("ner", AutoModelForTokenClassification, 9),
+                              ("qa", AutoModelForQuestionAnswering, 2)):
         config = AutoConfig.from_pretrained(path, num_labels=labels)
         counts[task] = non_embedding_parameters(cls.from_config(config))
+    clm = GPT2Config(vocab_size=2048, bos_token_id=0, eos_token_id=0, **CLM_OVERRIDES)  # ids inside the vocabulary
+    counts["clm"] = non_embedding_parameters(GPT2LMHeadModel(clm))
     return counts
 
 
@@ -487,9 +704,32 @@ def best_runs(rows, max_other_load):
     return chosen
 
 
+def metric_text(row):
+    """The eval metric of a row as the table shows it, e.g. "acc 0.684", "EM 26.6 / F1 43.3", "BLEU 12.3",
+    "ppl 245.1"; "-" when the run wrote none of `EVAL_KEYS`."""
+    value = row.get
+    if value("eval_mean_iou") is not None:
+        return f"mIoU {value('eval_mean_iou'):.3f}"
+    if value("eval_map_50") is not None:
+        return f"mAP@0.5 {value('eval_map_50'):.3f}"
+    if value("eval_bleu") is not None:
+        return f"BLEU {value('eval_bleu'):.2f}"
+    if value("eval_rouge1") is not None:
+        return f"ROUGE-1 {value('eval_rouge1'):.2f}"
+    if value("eval_exact_match") is not None:
+        return f"EM {value('eval_exact_match'):.1f} / F1 {fmt(value('eval_f1'), '.1f')}"
+    if value("eval_perplexity") is not None:
+        return f"ppl {value('eval_perplexity'):.1f}"
+    if value("eval_accuracy") is not None:
+        return f"acc {value('eval_accuracy'):.3f}"
+    if value("eval_f1") is not None:
+        return f"F1 {value('eval_f1'):.3f}"
+    return "-"
+
+
 def markdown_table(chosen, reference):
     columns = ["config", "procs x threads", "samples/s", "x plain", "all runs (samples/s)", "tokens/s", "padding",
-               "GFLOP/s", "MFU", "peak RSS MiB", "eval acc (F1)", "other load", "notes"]
+               "GFLOP/s", "MFU", "peak RSS MiB", "eval metric", "other load", "notes"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row, speeds, quiet in chosen:
         layout = f"{row['processes']}x{row['threads']}"
@@ -498,20 +738,15 @@ def markdown_table(chosen, reference):
             continue
         ref = reference.get(row["group"], reference.get("switches"))
         ratio = row["samples_per_s"] / ref if ref else None
-        metric = row.get("eval_accuracy")
-        metric = fmt(metric, ".3f") if metric is not None else f"({fmt(row.get('eval_f1'), '.3f')})"
-        if row.get("eval_mean_iou") is not None:
-            metric = f"mIoU {row['eval_mean_iou']:.3f}"
-        elif row.get("eval_map_50") is not None:
-            metric = f"mAP@0.5 {row['eval_map_50']:.3f}"
+        mfu = "-" if row.get("mfu") is None else f"{row['mfu']:.1%} ({row['precision']})"
         notes = row["notes"] + (f"; {row['recompiles']} recompilations" if row["recompiles"] else "")
         if not quiet:
             notes += "; no quiet run"
         lines.append(
             f"| {row['name']} | {layout} | {row['samples_per_s']:.1f} | {fmt(ratio, '.2f')} "
             f"| {', '.join(f'{v:.1f}' for v in speeds)} | {row['tokens_per_s']:.0f} | {row['padding_fraction']:.1%} "
-            f"| {row['gflops_per_s']:.0f} | {row['mfu']:.1%} ({row['precision']}) | {row['peak_rss_mib']} "
-            f"| {metric} | {fmt(row.get('other_load'), '.2f')} | {notes} |"
+            f"| {fmt(row.get('gflops_per_s'), '.0f')} | {mfu} | {row['peak_rss_mib']} "
+            f"| {metric_text(row)} | {fmt(row.get('other_load'), '.2f')} | {notes} |"
         )
     return "\n".join(lines)
 
@@ -591,6 +826,16 @@ def main(argv=None):
             configs = seg_configs(max(args.max_train_samples // 10, 1))
         elif section == "det":  # a fixed 24 steps: a DETR step costs far more than a text batch
             configs = det_configs(output_dir)
+        elif section == "clm":  # 3 x as many blocks of 128 tokens (2,400 of the 2,867), 2 epochs: a 1M-parameter model
+            configs = clm_configs(max(args.max_train_samples * 3, 1), output_dir)
+        elif section == "qa":  # 384-token features: half as many questions
+            configs = qa_configs(max(args.max_train_samples // 2, 1), output_dir)
+        elif section == "translation":  # short caption pairs, a small model: 10 x as many (8,000 pairs, 125 steps)
+            configs = translation_configs(max(args.max_train_samples * 10, 1))
+        elif section == "summarization":  # dialogues of up to 192 tokens plus a summary, a small model: as many
+            configs = summarization_configs(args.max_train_samples)
+        elif section == "image":  # 28 x 28 digits, 8 epochs: 10 x as many images (all 8,000 training digits)
+            configs = image_configs(min(max(args.max_train_samples * 10, 1), 8000), output_dir)
         else:
             configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
                 section, args.max_train_samples, seeds)
@@ -615,8 +860,7 @@ def main(argv=None):
                     name, command, output_dir / "runs" / f"{name}_{previous + attempt}", threads, args.timeout)
                 precision = "bf16" if "bf16" in extra else "fp32"
                 row = summarize(name, group, results, wall, peak_mib, log_text,
-                                # mc: MiniLM with a 1-output head, 385 parameters fewer than MRPC's model
-                                num_params["ner" if group == "ner" else "glue"], peaks, precision, processes,
+                                num_params.get(PARAMETERS_OF.get(group, "glue")), peaks, precision, processes,
                                 threads, notes, other_load)
                 row["attempt"] = previous + attempt
                 row["command"] = " ".join(command[command.index(str(REPO / script)):]).replace(str(REPO) + "/", "")
@@ -624,7 +868,7 @@ def main(argv=None):
                 state["rows"].append(row)
                 print(f"[bench] {name} #{attempt}: " + json.dumps({k: row.get(k) for k in (
                     "samples_per_s", "tokens_per_s", "padding_fraction", "gflops_per_s", "mfu", "peak_rss_mib",
-                    "eval_accuracy", "eval_f1", "eval_map_50", "wall_s", "recompiles", "other_load")}), flush=True)
+                    "wall_s", "recompiles", "other_load")} | {"metric": metric_text(row)}), flush=True)
                 json_path.write_text(json.dumps(state, indent=2))
                 lock.between_runs()
                 quiet += not row.get("failed") and other_load <= args.max_other_load
@@ -651,8 +895,9 @@ def main(argv=None):
     chosen = best_runs(rows, args.max_other_load)
     reference = {}
     for row, _, _ in chosen:
-        base = {"plain": "switches", "full_plain": "full", "ner_plain": "ner", "mc_plain": "mc",
-                "mlm_plain": "mlm", "seg_plain": "seg", "det_plain": "det"}.get(row["name"])
+        # A section's plain run is its reference: `plain` for the run_glue sections, `<section>_plain` otherwise.
+        base = {"plain": "switches", "full_plain": "full"}.get(row["name"])
+        base = base or (row["group"] if row["name"] == f"{row['group']}_plain" else None)
         if base and not row.get("failed"):
             reference[base] = row["samples_per_s"]
     if "full" in reference:

@@ -14,7 +14,8 @@ pipeline, to measure the reference on the same machine, in the same `make bench`
   `lr_scheduler.step()`, `optimizer.zero_grad()` and a tqdm bar; evaluation after every epoch.
 
 It takes run_glue's command line (same files, columns, labels, tokenisation, truncation,
-`--max_train_samples`) and writes the same `all_results.json` keys as run_glue. train_runtime covers
+`--max_train_samples`) and writes the same `all_results.json` keys as run_glue (`host_*` included: on a GPU the
+peak GPU memory that `make bench-gpu` reports). train_runtime covers
 the epoch loop with the evaluations, as in run_glue and benchmarks/trainer_glue.py.
 
     accelerate launch benchmarks/reference_glue.py <run_glue flags>
@@ -46,6 +47,7 @@ from transformers import (  # noqa: E402
 )
 
 import run_glue  # noqa: E402
+from common.hardware import host_info  # noqa: E402
 
 
 def main(argv=None):
@@ -137,6 +139,7 @@ def main(argv=None):
         "train_tokens_per_second": round(tokens * accelerator.num_processes / seconds, 3),
         "train_padding_fraction": round(padding / (tokens + padding), 4) if tokens + padding else 0.0,
     })
+    results.update(host_info(accelerator))  # as run_glue's: device and its name; on CUDA the peak GPU memory
     if accelerator.is_main_process:
         (Path(args.output_dir) / "all_results.json").write_text(json.dumps(results, indent=2))
         print(f"Results: {results}")

@@ -48,6 +48,26 @@ from transformers import (  # noqa: E402
 
 import run_glue  # noqa: E402
 from common.hardware import host_info  # noqa: E402
+from common.metrics import load_metric  # noqa: E402
+
+
+def glue_scores(predictions, references, is_regression, task_name, id2label):
+    """run_glue's metrics for a whole evaluation set: the GLUE module (`common/metrics/glue`, loaded by path:
+    offline) in the configuration `run_glue.evaluate` uses, with F1 of the class `run_glue.positive_label_id` names.
+
+    Args:
+        predictions, references: 1-D numpy arrays, one entry per example (class ids, or floats for regression).
+        is_regression: float labels (Pearson/Spearman) instead of class ids.
+        task_name: --task_name or None.
+        id2label: the model config's {id: label}.
+
+    Returns:
+        {"accuracy", "f1"} for 2 classes (fractions), as `run_glue.evaluate` without "samples".
+    """
+    metric = load_metric("glue", task_name or ("regression" if is_regression else "classification"),
+                         keep_in_memory=True)
+    return metric.compute(predictions=predictions, references=references, num_labels=len(id2label),
+                          pos_label=run_glue.positive_label_id(id2label, task_name))
 
 
 def main(argv=None):
@@ -122,9 +142,8 @@ def main(argv=None):
             gathered = accelerator.gather_for_metrics((logits, batch["labels"]))
             predictions.append(gathered[0].cpu().numpy())
             references.append(gathered[1].cpu().numpy())
-        metrics = run_glue.compute_metrics(
-            np.concatenate(predictions), np.concatenate(references), is_regression, args.task_name
-        )
+        metrics = glue_scores(np.concatenate(predictions), np.concatenate(references), is_regression,
+                              args.task_name, accelerator.unwrap_model(model).config.id2label)
         accelerator.print(f"epoch {epoch}: {metrics}")
     seconds = time.perf_counter() - start
 

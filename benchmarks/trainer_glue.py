@@ -10,7 +10,7 @@ decay, epochs, schedule, warmup, seed, --mixed_precision bf16 -> bf16=True, --gr
 train_sampling_strategy="group_by_length", --optim,
 --dataloader_num_workers, --pad_to_multiple_of (through the same collator as run_glue). Evaluation
 runs after every epoch as in run_glue (eval_strategy="epoch"), so train_runtime includes it in both.
-Metrics come from run_glue.compute_metrics (scikit-learn), nothing from the Hub.
+Metrics come from run_glue's GLUE module (`reference_glue.glue_scores`), nothing from the Hub.
 
     python benchmarks/trainer_glue.py <run_glue flags>
 """
@@ -26,8 +26,9 @@ import torch
 from accelerate import PartialState
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "examples")]
+sys.path[:0] = [str(REPO), str(REPO / "examples"), str(REPO / "benchmarks")]
 
+from reference_glue import glue_scores  # noqa: E402
 from transformers import (  # noqa: E402
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -103,7 +104,7 @@ def main(argv=None):
     def compute_metrics(prediction):
         logits, labels = prediction
         predictions = np.squeeze(logits) if is_regression else np.argmax(logits, axis=-1)
-        return run_glue.compute_metrics(predictions, labels, is_regression, args.task_name)
+        return glue_scores(predictions, labels, is_regression, args.task_name, model.config.id2label)
 
     trainer = CountingTrainer(
         model=model,

@@ -7,7 +7,7 @@ export SHARED_DATA_DIR
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: install test test-unit test-examples test-all lint demo bench bench-streaming mutation
+.PHONY: install test test-unit test-examples test-all lint demo bench bench-gpu bench-streaming mutation
 
 install:
 	$(PYTHON) -m pip install -r requirements.txt
@@ -40,6 +40,13 @@ demo:
 bench:
 	$(PYTHON) benchmarks/bench.py
 	$(PYTHON) benchmarks/streaming_rss.py
+
+# One GPU, under 8 minutes (estimated): the reference loop, Trainer and our best flags (benchmarks/best_flags.txt) on
+# run_glue (MiniLM-L6, full MRPC) and run_clm (SmolLM2-135M from its GGUF, tinyshakespeare): samples/s, tokens/s,
+# MFU against the GPU's bf16 peak, peak GPU memory (docs/benchmarks.md). Without a CUDA GPU that accelerate finds it
+# says so in one line and fails (exit 2).
+bench-gpu:
+	$(PYTHON) benchmarks/bench_gpu.py
 
 # run_clm --streaming: peak RSS on a generated corpus about 1x and 10x the run's RAM (~0.6 and ~6 GB in /tmp,
 # deleted afterwards).

@@ -20,7 +20,7 @@ Runs take /tmp/cpu_heavy.lock (the machine's queue for heavy runs) and hand it b
 once they held it --lock_budget seconds (8 minutes), so other people's heavy runs can go in between.
 Sections (a few minutes each):
   peak      matmul peaks (fp32, bf16) with 2 threads and 1 thread
-  switches  run_glue: plain, each switch alone, all switches (1 process x 2 threads)
+  switches  run_glue: plain, each switch alone, all switches (benchmarks/best_flags.txt; 1 process x 2 threads)
   trainer   transformers.Trainer (benchmarks/trainer_glue.py) with its defaults, and with the switches
   procs     1 process x 2 threads against 2 processes x 1 thread
   length    --max_length 64/128/256 (dynamic padding, and --pad_to_max_length)
@@ -106,7 +106,32 @@ BF16 = ["--mixed_precision", "bf16"]
 GROUP = ["--group_by_length"]
 FUSED = ["--optim", "adamw_torch_fused"]
 FAST_DROPOUT = ["--fast_dropout"]
-ALL = BF16 + GROUP + FUSED + FAST_DROPOUT  # --mixed_precision bf16 pads to multiples of 8 by default
+BEST_FLAGS_FILE = REPO / "benchmarks" / "best_flags.txt"
+
+
+def read_best_flags(path=BEST_FLAGS_FILE):
+    """The winning run_glue speed flags (the `all` configuration), from benchmarks/best_flags.txt.
+
+    The file holds one line of flags, split as a shell would (`shlex.split`); `make bench` (`all`, and the
+    configurations built on it) and `make bench-gpu` (benchmarks/bench_gpu.py) both read it, so the flags
+    measured on CPU and on GPU are the same ones.
+
+    Returns:
+        list of str, e.g. ["--mixed_precision", "bf16", "--group_by_length", ...].
+
+    Raises:
+        ValueError: when the file holds no flag or more than one non-empty line.
+    """
+    import shlex
+
+    lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ValueError(f"{path}: expected one line of flags, found {len(lines)} non-empty lines.")
+    return shlex.split(lines[0])
+
+
+# bf16 + length grouping + fused AdamW + fast dropout (--mixed_precision bf16 pads to multiples of 8 by default)
+ALL = read_best_flags()
 # Configurations run --repeats times (the others once, or again when the machine was busy).
 KEY_CONFIGS = {"plain", "all", "trainer"}
 
@@ -457,17 +482,22 @@ def busy_cpu_seconds():
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def run_one(name, command, output_dir, threads, timeout):
+def run_one(name, command, output_dir, threads, timeout, cpu=True):
     """Runs `command`, returns (all_results dict or None, wall seconds, peak RSS MiB, log text,
     other_load): other_load is the CPU time that processes outside this run used meanwhile, in
-    cores (0 = the machine was ours, 1 = someone else kept one of the 2 cores busy)."""
+    cores (0 = the machine was ours, 1 = someone else kept one of the 2 cores busy).
+
+    `cpu=True` (what `make bench` measures) sets ACCELERATE_USE_CPU=1, so the run stays on the CPU even where a
+    GPU is present; benchmarks/bench_gpu.py passes False on a GPU machine to let accelerate pick the GPU."""
     output_dir = Path(output_dir)
     if output_dir.exists():
         shutil.rmtree(output_dir)
     output_dir.mkdir(parents=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
+           "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
            "PYTHONUNBUFFERED": "1", "TORCH_LOGS": "recompiles"}
+    if cpu:
+        env["ACCELERATE_USE_CPU"] = "1"
     log_path = output_dir.parent / f"{output_dir.name}.log"
     print(f"[bench] {name}: {' '.join(command[-12:])}", flush=True)
     start, busy_start = time.perf_counter(), busy_cpu_seconds()

@@ -14,7 +14,8 @@ pipeline, to measure the reference on the same machine, in the same `make bench`
   `lr_scheduler.step()`, `optimizer.zero_grad()` and a tqdm bar; evaluation after every epoch.
 
 It takes run_glue's command line (same files, columns, labels, tokenisation, truncation,
-`--max_train_samples`) and writes the same `all_results.json` keys as run_glue. train_runtime covers
+`--max_train_samples`) and writes the same `all_results.json` keys as run_glue (`host_*` included: on a GPU the
+peak GPU memory that `make bench-gpu` reports). train_runtime covers
 the epoch loop with the evaluations, as in run_glue and benchmarks/trainer_glue.py.
 
     accelerate launch benchmarks/reference_glue.py <run_glue flags>
@@ -46,6 +47,27 @@ from transformers import (  # noqa: E402
 )
 
 import run_glue  # noqa: E402
+from common.hardware import host_info  # noqa: E402
+from common.metrics import load_metric  # noqa: E402
+
+
+def glue_scores(predictions, references, is_regression, task_name, id2label):
+    """run_glue's metrics for a whole evaluation set: the GLUE module (`common/metrics/glue`, loaded by path:
+    offline) in the configuration `run_glue.evaluate` uses, with F1 of the class `run_glue.positive_label_id` names.
+
+    Args:
+        predictions, references: 1-D numpy arrays, one entry per example (class ids, or floats for regression).
+        is_regression: float labels (Pearson/Spearman) instead of class ids.
+        task_name: --task_name or None.
+        id2label: the model config's {id: label}.
+
+    Returns:
+        {"accuracy", "f1"} for 2 classes (fractions), as `run_glue.evaluate` without "samples".
+    """
+    metric = load_metric("glue", task_name or ("regression" if is_regression else "classification"),
+                         keep_in_memory=True)
+    return metric.compute(predictions=predictions, references=references, num_labels=len(id2label),
+                          pos_label=run_glue.positive_label_id(id2label, task_name))
 
 
 def main(argv=None):
@@ -120,9 +142,8 @@ def main(argv=None):
             gathered = accelerator.gather_for_metrics((logits, batch["labels"]))
             predictions.append(gathered[0].cpu().numpy())
             references.append(gathered[1].cpu().numpy())
-        metrics = run_glue.compute_metrics(
-            np.concatenate(predictions), np.concatenate(references), is_regression, args.task_name
-        )
+        metrics = glue_scores(np.concatenate(predictions), np.concatenate(references), is_regression,
+                              args.task_name, accelerator.unwrap_model(model).config.id2label)
         accelerator.print(f"epoch {epoch}: {metrics}")
     seconds = time.perf_counter() - start
 
@@ -137,6 +158,7 @@ def main(argv=None):
         "train_tokens_per_second": round(tokens * accelerator.num_processes / seconds, 3),
         "train_padding_fraction": round(padding / (tokens + padding), 4) if tokens + padding else 0.0,
     })
+    results.update(host_info(accelerator))  # as run_glue's: device and its name; on CUDA the peak GPU memory
     if accelerator.is_main_process:
         (Path(args.output_dir) / "all_results.json").write_text(json.dumps(results, indent=2))
         print(f"Results: {results}")

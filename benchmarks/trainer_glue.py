@@ -3,14 +3,14 @@
 It takes run_glue's own command line, so both read the same files with the same columns, labels,
 tokenisation (`run_glue.preprocess`), truncation and `--max_train_samples`, and writes the same
 `all_results.json` keys (eval_accuracy, train_samples_per_second, train_tokens_per_second,
-train_padding_fraction, train_runtime). Trainer is left at its own defaults where run_glue has no
-equivalent flag (it clips gradients to norm 1.0, and its default optimizer is fused AdamW), because
-that is what a user who picks Trainer gets. Flags mapped: batch sizes, lr, weight decay, epochs,
-schedule, warmup, seed, --mixed_precision bf16 -> bf16=True, --group_by_length ->
+train_padding_fraction, train_runtime, host_*: on a GPU the peak GPU memory). Trainer is left at its own
+defaults where run_glue has no equivalent flag (it clips gradients to norm 1.0, and its default optimizer
+is fused AdamW), because that is what a user who picks Trainer gets. Flags mapped: batch sizes, lr, weight
+decay, epochs, schedule, warmup, seed, --mixed_precision bf16 -> bf16=True, --group_by_length ->
 train_sampling_strategy="group_by_length", --optim,
 --dataloader_num_workers, --pad_to_multiple_of (through the same collator as run_glue). Evaluation
 runs after every epoch as in run_glue (eval_strategy="epoch"), so train_runtime includes it in both.
-Metrics come from run_glue.compute_metrics (scikit-learn), nothing from the Hub.
+Metrics come from run_glue's GLUE module (`reference_glue.glue_scores`), nothing from the Hub.
 
     python benchmarks/trainer_glue.py <run_glue flags>
 """
@@ -26,8 +26,9 @@ import torch
 from accelerate import PartialState
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "examples")]
+sys.path[:0] = [str(REPO), str(REPO / "examples"), str(REPO / "benchmarks")]
 
+from reference_glue import glue_scores  # noqa: E402
 from transformers import (  # noqa: E402
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -39,6 +40,7 @@ from transformers import (  # noqa: E402
 )
 
 import run_glue  # noqa: E402
+from common.hardware import host_info  # noqa: E402
 
 
 class CountingTrainer(Trainer):
@@ -102,7 +104,7 @@ def main(argv=None):
     def compute_metrics(prediction):
         logits, labels = prediction
         predictions = np.squeeze(logits) if is_regression else np.argmax(logits, axis=-1)
-        return run_glue.compute_metrics(predictions, labels, is_regression, args.task_name)
+        return glue_scores(predictions, labels, is_regression, args.task_name, model.config.id2label)
 
     trainer = CountingTrainer(
         model=model,
@@ -131,6 +133,7 @@ def main(argv=None):
         "trainer_optim": str(training_args.optim.value if hasattr(training_args.optim, "value")
                              else training_args.optim),
         "trainer_max_grad_norm": training_args.max_grad_norm,
+        **host_info(trainer.accelerator),  # as run_glue's: device and its name; on CUDA the peak GPU memory
     }
     if state.is_main_process:
         (Path(args.output_dir) / "all_results.json").write_text(json.dumps(results, indent=2))

@@ -80,13 +80,35 @@ def check_precision(accelerator, logger):
     return warning
 
 
+def cuda_memory_peaks(device):
+    """Peak GPU memory of this process on `device` since it started, for `all_results.json`.
+
+    Args:
+        device: a `torch.device`; only "cuda" devices have an answer.
+
+    Returns:
+        {} for any other device; on CUDA {"host_cuda_max_memory_allocated_mib": peak memory held by tensors
+        (`torch.cuda.max_memory_allocated`), "host_cuda_max_memory_reserved_mib": peak memory the caching allocator
+        held (`torch.cuda.max_memory_reserved`, closer to what nvidia-smi shows)}, in MiB (2**20 bytes), rounded to
+        0.1. Both are this process's own counts: another process on the same GPU is not included.
+    """
+    if device.type != "cuda":
+        return {}
+    return {
+        "host_cuda_max_memory_allocated_mib": round(torch.cuda.max_memory_allocated(device) / 2**20, 1),
+        "host_cuda_max_memory_reserved_mib": round(torch.cuda.max_memory_reserved(device) / 2**20, 1),
+    }
+
+
 def host_info(accelerator):
     """What ran the job, for `all_results.json` (flat keys, as the transformers examples' results):
 
     Returns:
         {"host_device": "cpu" / "cuda" / ..., "host_device_name": the CPU model or the GPU's name,
         "host_bf16_native": bool, "host_torch_threads": `torch.get_num_threads()` of this process,
-        "host_omp_num_threads": the OMP_NUM_THREADS variable or None, "host_cpu_count": `os.cpu_count()`}.
+        "host_omp_num_threads": the OMP_NUM_THREADS variable or None, "host_cpu_count": `os.cpu_count()`};
+        on a CUDA device also `cuda_memory_peaks` (peak GPU memory so far, MiB; called after the last evaluation,
+        that is the run's peak on the main process's GPU). No key is added on CPU.
     """
     device_type = accelerator.device.type
     if device_type == "cuda":
@@ -101,4 +123,5 @@ def host_info(accelerator):
         "host_omp_num_threads": int(os.environ["OMP_NUM_THREADS"]) if os.environ.get("OMP_NUM_THREADS", "").isdigit()
         else None,
         "host_cpu_count": os.cpu_count(),
+        **cuda_memory_peaks(accelerator.device),
     }

@@ -39,3 +39,19 @@ def test_host_info_describes_this_process(monkeypatch):
     assert info["host_bf16_native"] is native_bf16("cpu")
     with open("/proc/cpuinfo") as f:
         assert info["host_device_name"] and info["host_device_name"] in f.read()
+    assert not any(key.startswith("host_cuda_") for key in info)  # CPU results are as before: no GPU keys
+
+
+def test_cuda_memory_peaks_in_mib_only_on_cuda(monkeypatch):
+    """The peak GPU memory keys of all_results.json (read by `make bench-gpu`), without a GPU: torch's two
+    counters are replaced by fixed byte counts, so only the conversion to MiB and the device test are checked."""
+    from common.hardware import cuda_memory_peaks
+
+    assert cuda_memory_peaks(torch.device("cpu")) == {}
+    seen = []
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: seen.append(device) or 3 * 2**20 + 2**19)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device: 4 * 2**30)
+    device = torch.device("cuda", 0)
+    assert cuda_memory_peaks(device) == {"host_cuda_max_memory_allocated_mib": 3.5,
+                                         "host_cuda_max_memory_reserved_mib": 4096.0}
+    assert seen == [device]

@@ -132,6 +132,38 @@ def read_best_flags(path=BEST_FLAGS_FILE):
 
 # bf16 + length grouping + fused AdamW + fast dropout (--mixed_precision bf16 pads to multiples of 8 by default)
 ALL = read_best_flags()
+
+
+def for_this_host(configs, bf16_native):
+    """The configurations as this host class runs them (issue 18: "acceptance runs use exactly that line, minus
+    `--mixed_precision` on fp32-only hosts").
+
+    On an fp32-only host (`bf16_native` False: common.hardware.native_bf16("cpu"), no AVX512-BF16 / AMX) the
+    best-switch rows (`all`, `all_*`, `<section>_all`, `full_all*` and their seeds) run without
+    `--mixed_precision bf16`, which is emulated there and several times slower; their notes say so. Rows that
+    exist to measure bf16 itself (`bf16`, `ner_bf16`, Trainer's bf16 row, ...) keep it. On a bf16 host the
+    configurations are returned as they are.
+
+    Args:
+        configs: list of (name, group, script, processes, threads, dynamo, extra flags, notes) tuples.
+        bf16_native: whether this CPU computes bf16 natively.
+
+    Returns:
+        list of tuples of the same form.
+    """
+    if bf16_native:
+        return configs
+    adapted = []
+    for name, group, script, processes, threads, dynamo, extra, notes in configs:
+        if (name == "all" or name.startswith("all_") or name.endswith("_all") or name.startswith("full_all")) and (
+                "bf16" in extra):
+            i = extra.index("--mixed_precision")
+            extra = extra[:i] + extra[i + 2:]
+            notes = f"{notes} -- fp32-only host: without bf16".lstrip(" -")
+        adapted.append((name, group, script, processes, threads, dynamo, extra, notes))
+    return adapted
+
+
 # Configurations run --repeats times (the others once, or again when the machine was busy).
 KEY_CONFIGS = {"plain", "all", "trainer"}
 
@@ -836,6 +868,11 @@ def main(argv=None):
     state = json.loads(json_path.read_text()) if json_path.exists() and not args.fresh else {"rows": []}
     state.setdefault("rows", [])
 
+    from common.hardware import native_bf16
+
+    bf16_native = native_bf16("cpu")
+    print(f"[bench] host class: {'bf16 host' if bf16_native else 'fp32-only host: best-switch rows run without bf16'}",
+          flush=True)
     lock = CpuLock(not args.no_lock, args.lock_budget)
     if "peak" in sections or "peaks" not in state:
         lock.acquire()
@@ -870,6 +907,7 @@ def main(argv=None):
             configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
                 section, args.max_train_samples, seeds)
         configs = [c for c in configs if only is None or c[0] in only or re.sub(r"_seed\d+$", "", c[0]) in only]
+        configs = for_this_host(configs, bf16_native)
         if not configs:
             continue
         for name, group, script, processes, threads, dynamo, extra, notes in configs:
@@ -911,7 +949,7 @@ def main(argv=None):
         "cpu": next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                      if line.startswith("model name")), platform.processor()),
         "cores": os.cpu_count(),
-        "bf16_native": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),  # common/hardware.py: the host class
+        "bf16_native": bf16_native,  # common/hardware.py: the host class
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
     }

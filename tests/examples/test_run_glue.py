@@ -12,6 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from common.hardware import native_bf16
 from conftest import SHARED_DATA, bf16_autocast_works_on_cpu, launch, read_results, write_classification_files
 
 TRAIN = ["--learning_rate", "2e-3", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
@@ -159,7 +160,7 @@ def test_speed_switches_learn_and_resume_exactly(tmp_path, tiny_bert, classifica
     assert read_results(resumed)["eval_accuracy"] == results["eval_accuracy"]
     # all_results.json says what ran it (issue 18): this host's bf16 support, 1 thread per process (conftest.launch).
     assert results["host_device"] == "cpu" and results["host_torch_threads"] == 1
-    assert results["host_bf16_native"] is bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    assert results["host_bf16_native"] is native_bf16("cpu")
 
 
 def test_evaluation_only_gives_identical_metrics_on_1_and_2_processes(tmp_path, trained_run):

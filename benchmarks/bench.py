@@ -245,13 +245,31 @@ def mc_args(max_train_samples, output_dir, extra=()):
     return [str(a) for a in args] + list(extra)
 
 
+def plain_vs_best(section, script, args_of, best, notes):
+    """The two rows of a per-script section, 1 process x 2 threads: `<section>_plain` (the script's defaults: fp32,
+    no switch; the section's reference for the ratio) and `<section>_all` (`best` flags added).
+
+    Args:
+        section: the section's name ("mc", "clm", ...), also the rows' group.
+        script: the script's path from the repository root.
+        args_of: function of the extra flags (a list) returning the script's whole command line.
+        best: the best switches the script honours (list of flags).
+        notes: what `best` is, for the table.
+
+    Returns:
+        list of two (name, group, script, processes, threads, dynamo, flags, notes) tuples.
+    """
+    return [
+        (f"{section}_plain", section, script, 1, 2, None, args_of(()), "fp32"),
+        (f"{section}_all", section, script, 1, 2, None, args_of(best), notes),
+    ]
+
+
 def mc_configs(samples, output_dir):
     """run_multiple_choice: plain against all switches (it honours every one of them)."""
-    return [
-        ("mc_plain", "mc", "examples/run_multiple_choice.py", 1, 2, None, mc_args(samples, output_dir), "fp32"),
-        ("mc_all", "mc", "examples/run_multiple_choice.py", 1, 2, None, mc_args(samples, output_dir, ALL),
-         "bf16 + group_by_length + fused + fast dropout"),
-    ]
+    return plain_vs_best("mc", "examples/run_multiple_choice.py",
+                         lambda extra: mc_args(samples, output_dir, extra),
+                         ALL, "bf16 + group_by_length + fused + fast dropout")
 
 
 def mlm_args(max_train_samples, output_dir, extra=()):
@@ -271,12 +289,9 @@ def mlm_args(max_train_samples, output_dir, extra=()):
 
 def mlm_configs(samples, output_dir):
     """run_mlm: plain against all the switches that apply to blocks of text."""
-    best = BF16 + FUSED + FAST_DROPOUT
-    return [
-        ("mlm_plain", "mlm", "examples/run_mlm.py", 1, 2, None, mlm_args(samples, output_dir), "fp32"),
-        ("mlm_all", "mlm", "examples/run_mlm.py", 1, 2, None, mlm_args(samples, output_dir, best),
-         "bf16 + fused + fast dropout"),
-    ]
+    return plain_vs_best("mlm", "examples/run_mlm.py",
+                         lambda extra: mlm_args(samples, output_dir, extra),
+                         BF16 + FUSED + FAST_DROPOUT, "bf16 + fused + fast dropout")
 
 
 def seg_args(max_train_samples, extra=()):
@@ -294,12 +309,9 @@ def seg_args(max_train_samples, extra=()):
 
 def seg_configs(samples):
     """run_semantic_segmentation: plain against the switches that apply to images (no padding to group)."""
-    best = BF16 + FUSED + FAST_DROPOUT
-    return [
-        ("seg_plain", "seg", "examples/run_semantic_segmentation.py", 1, 2, None, seg_args(samples), "fp32"),
-        ("seg_all", "seg", "examples/run_semantic_segmentation.py", 1, 2, None, seg_args(samples, best),
-         "bf16 + fused + fast dropout"),
-    ]
+    return plain_vs_best("seg", "examples/run_semantic_segmentation.py",
+                         lambda extra: seg_args(samples, extra),
+                         BF16 + FUSED + FAST_DROPOUT, "bf16 + fused + fast dropout")
 
 
 # The raccoon model of docs/run_object_detection.md: a Conditional DETR with a 4-stage ResNet built from its config.
@@ -327,11 +339,9 @@ def det_args(output_dir, extra=()):
 
 def det_configs(output_dir):
     """run_object_detection: plain against the switches that apply to images (no padding flags)."""
-    return [
-        ("det_plain", "det", "examples/run_object_detection.py", 1, 2, None, det_args(output_dir), "fp32"),
-        ("det_all", "det", "examples/run_object_detection.py", 1, 2, None,
-         det_args(output_dir, BF16 + FUSED + FAST_DROPOUT), "bf16 + fused + fast dropout"),
-    ]
+    return plain_vs_best("det", "examples/run_object_detection.py",
+                         lambda extra: det_args(output_dir, extra),
+                         BF16 + FUSED + FAST_DROPOUT, "bf16 + fused + fast dropout")
 
 
 def prepared(path, command):
@@ -370,12 +380,9 @@ def clm_args(max_train_samples, output_dir, extra=()):
 
 def clm_configs(samples, output_dir):
     """run_clm: plain against the switches that apply to full blocks (no padding: the padding flags are refused)."""
-    best = BF16 + FUSED + FAST_DROPOUT
-    return [
-        ("clm_plain", "clm", "examples/run_clm.py", 1, 2, None, clm_args(samples, output_dir), "fp32"),
-        ("clm_all", "clm", "examples/run_clm.py", 1, 2, None, clm_args(samples, output_dir, best),
-         "bf16 + fused + fast dropout"),
-    ]
+    return plain_vs_best("clm", "examples/run_clm.py",
+                         lambda extra: clm_args(samples, output_dir, extra),
+                         BF16 + FUSED + FAST_DROPOUT, "bf16 + fused + fast dropout")
 
 
 def qa_args(max_train_samples, output_dir, extra=()):
@@ -395,11 +402,9 @@ def qa_args(max_train_samples, output_dir, extra=()):
 
 def qa_configs(samples, output_dir):
     """run_qa: plain against all switches (it honours every one of them)."""
-    return [
-        ("qa_plain", "qa", "examples/run_qa.py", 1, 2, None, qa_args(samples, output_dir), "fp32"),
-        ("qa_all", "qa", "examples/run_qa.py", 1, 2, None, qa_args(samples, output_dir, ALL),
-         "bf16 + group_by_length + pad 8 + fused + fast dropout"),
-    ]
+    return plain_vs_best("qa", "examples/run_qa.py",
+                         lambda extra: qa_args(samples, output_dir, extra),
+                         ALL, "bf16 + group_by_length + pad 8 + fused + fast dropout")
 
 
 # The Marian of recipes/multi30k_marian.yaml and recipes/dialogsum_marian.yaml (3+3 layers, d_model 256), from scratch.
@@ -430,12 +435,9 @@ def translation_args(max_train_samples, extra=()):
 
 def translation_configs(samples):
     """run_translation: plain against bf16 + length grouping + fused AdamW (see SEQ2SEQ_BEST)."""
-    return [
-        ("translation_plain", "translation", "examples/run_translation.py", 1, 2, None, translation_args(samples),
-         "fp32"),
-        ("translation_all", "translation", "examples/run_translation.py", 1, 2, None,
-         translation_args(samples, SEQ2SEQ_BEST), "bf16 + group_by_length + pad 8 + fused"),
-    ]
+    return plain_vs_best("translation", "examples/run_translation.py",
+                         lambda extra: translation_args(samples, extra),
+                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused")
 
 
 def summarization_args(max_train_samples, extra=()):
@@ -456,12 +458,9 @@ def summarization_args(max_train_samples, extra=()):
 
 def summarization_configs(samples):
     """run_summarization: plain against bf16 + length grouping + fused AdamW (see SEQ2SEQ_BEST)."""
-    return [
-        ("summarization_plain", "summarization", "examples/run_summarization.py", 1, 2, None,
-         summarization_args(samples), "fp32"),
-        ("summarization_all", "summarization", "examples/run_summarization.py", 1, 2, None,
-         summarization_args(samples, SEQ2SEQ_BEST), "bf16 + group_by_length + pad 8 + fused"),
-    ]
+    return plain_vs_best("summarization", "examples/run_summarization.py",
+                         lambda extra: summarization_args(samples, extra),
+                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused")
 
 
 def image_args(max_train_samples, output_dir, extra=()):
@@ -486,12 +485,9 @@ def image_args(max_train_samples, output_dir, extra=()):
 def image_configs(samples, output_dir):
     """run_image_classification: plain against bf16 + fused AdamW (a ResNet has no dropout for --fast_dropout to
     replace, and images have no padding: the padding flags are refused)."""
-    return [
-        ("image_plain", "image", "examples/run_image_classification.py", 1, 2, None, image_args(samples, output_dir),
-         "fp32"),
-        ("image_all", "image", "examples/run_image_classification.py", 1, 2, None,
-         image_args(samples, output_dir, BF16 + FUSED), "bf16 + fused"),
-    ]
+    return plain_vs_best("image", "examples/run_image_classification.py",
+                         lambda extra: image_args(samples, output_dir, extra),
+                         BF16 + FUSED, "bf16 + fused")
 
 
 def launch_command(script, processes, threads, dynamo=None):

@@ -4,10 +4,13 @@ dropout masks must equal the first ones -- for every model family the scripts' t
 recomputes (modules run again in backward) and keeps fewer activations; unsupported models and a doubled FSDP
 checkpointing are refused with the flag's name; every script has the flag and calls the helper before `prepare`.
 
-The gradients are compared with `torch.equal` (bit-identical), not within a tolerance: on CPU in float32 the
-recomputation runs the same kernels on the same inputs in the same order, and the backward then multiplies the
-same saved values, so nothing can differ but the random masks, which are the point of the test. A run whose
-recomputation drew new masks (`preserve_rng_state=False`) differs, which the mutant test shows.
+The loss must be bit-identical (`torch.equal`); each gradient must agree to within 1e-5 of its tensor's largest
+absolute value (`gradients_differ`). Bit-identical gradients held on the Intel AVX-512 hosts this was written on,
+but on an AMD EPYC host with AVX2 only (2026-12-01) GPT-2 and T5 gradients differed in 15 of 28 and 40 of 47
+tensors, by at most 7e-8 and 5e-7 of the tensor's largest value, with the loss still bit-identical: float32
+rounding of another summation order in the backward, not other masks. Other masks change the gradients by about
+half of the largest value (the mutant test, `preserve_rng_state=False`: median 0.45, largest 1.35 on BERT), so
+the tolerance is five orders of magnitude below what the test must catch.
 """
 
 import ast
@@ -131,6 +134,13 @@ def training_step(model, batch, seed):
     return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, calls[0]
 
 
+def gradients_differ(grads, other, rtol=1e-5):
+    """Names of the gradients of `grads` and `other` ({name: tensor}) that differ by more than `rtol` times the
+    largest absolute value of the tensor in `grads` (see the module docstring for why not `torch.equal`)."""
+    return [n for n in grads
+            if (grads[n] - other[n]).abs().max() > rtol * grads[n].abs().max().clamp_min(1e-30)]
+
+
 def two_models(name, fast_dropout, checkpoint_kwargs=None):
     """The model of `name` twice, identical weights; the second with checkpointing (through
     `enable_gradient_checkpointing`, or with `checkpoint_kwargs` passed to transformers directly)."""
@@ -158,7 +168,7 @@ def test_one_step_gives_the_same_gradients_with_checkpointing(name, fast_dropout
     assert torch.equal(gc_loss, loss)
     # Every trainable parameter (DETR freezes part of its backbone) has a gradient in both runs.
     assert grads.keys() == gc_grads.keys() and len(grads) == sum(p.requires_grad for p in model.parameters())
-    different = [n for n in grads if not torch.equal(grads[n], gc_grads[n])]
+    different = gradients_differ(grads, gc_grads)
     assert not different, different
     # Dropout is really on: another seed gives another loss (so equal masks above were not trivially equal).
     assert not torch.equal(training_step(model, batch, seed=4)[0], loss)
@@ -173,7 +183,7 @@ def test_the_comparison_fails_when_the_recomputation_draws_new_masks(fast_dropou
     loss, grads, _ = training_step(model, batch, seed=3)
     gc_loss, gc_grads, _ = training_step(checkpointed, batch, seed=3)
     assert torch.equal(gc_loss, loss)  # the forward is the same; only the recomputed masks differ
-    assert any(not torch.equal(grads[n], gc_grads[n]) for n in grads)
+    assert gradients_differ(grads, gc_grads)
 
 
 def saved_activation_bytes(model, batch):

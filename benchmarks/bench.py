@@ -106,6 +106,7 @@ BF16 = ["--mixed_precision", "bf16"]
 GROUP = ["--group_by_length"]
 FUSED = ["--optim", "adamw_torch_fused"]
 FAST_DROPOUT = ["--fast_dropout"]
+REUSE = ["--reuse_cpu_memory"]  # glibc keeps freed memory for the next step: no page faults (common/hardware.py)
 BEST_FLAGS_FILE = REPO / "benchmarks" / "best_flags.txt"
 
 
@@ -130,8 +131,10 @@ def read_best_flags(path=BEST_FLAGS_FILE):
     return shlex.split(lines[0])
 
 
-# bf16 + length grouping + fused AdamW + fast dropout (--mixed_precision bf16 pads to multiples of 8 by default)
+# bf16 + length grouping + fused AdamW + fast dropout + heap reuse (--mixed_precision bf16 pads to multiples of 8 by
+# default)
 ALL = read_best_flags()
+ALL_BUT_GROUP = [f for f in ALL if f not in GROUP]
 
 
 def for_this_host(configs, bf16_native):
@@ -269,7 +272,7 @@ def mc_configs(samples, output_dir):
     """run_multiple_choice: plain against all switches (it honours every one of them)."""
     return plain_vs_best("mc", "examples/run_multiple_choice.py",
                          lambda extra: mc_args(samples, output_dir, extra),
-                         ALL, "bf16 + group_by_length + fused + fast dropout")
+                         ALL, "bf16 + group_by_length + fused + fast dropout + reuse")
 
 
 def mlm_args(max_train_samples, output_dir, extra=()):
@@ -291,7 +294,7 @@ def mlm_configs(samples, output_dir):
     """run_mlm: plain against all the switches that apply to blocks of text."""
     return plain_vs_best("mlm", "examples/run_mlm.py",
                          lambda extra: mlm_args(samples, output_dir, extra),
-                         BF16 + FUSED + FAST_DROPOUT, "bf16 + fused + fast dropout")
+                         BF16 + FUSED + FAST_DROPOUT + REUSE, "bf16 + fused + fast dropout + reuse")
 
 
 def seg_args(max_train_samples, extra=()):
@@ -311,7 +314,7 @@ def seg_configs(samples):
     """run_semantic_segmentation: plain against the switches that apply to images (no padding to group)."""
     return plain_vs_best("seg", "examples/run_semantic_segmentation.py",
                          lambda extra: seg_args(samples, extra),
-                         BF16 + FUSED + FAST_DROPOUT, "bf16 + fused + fast dropout")
+                         BF16 + FUSED + FAST_DROPOUT + REUSE, "bf16 + fused + fast dropout + reuse")
 
 
 # The raccoon model of docs/run_object_detection.md: a Conditional DETR with a 4-stage ResNet built from its config.
@@ -341,7 +344,7 @@ def det_configs(output_dir):
     """run_object_detection: plain against the switches that apply to images (no padding flags)."""
     return plain_vs_best("det", "examples/run_object_detection.py",
                          lambda extra: det_args(output_dir, extra),
-                         BF16 + FUSED + FAST_DROPOUT, "bf16 + fused + fast dropout")
+                         BF16 + FUSED + FAST_DROPOUT + REUSE, "bf16 + fused + fast dropout + reuse")
 
 
 def prepared(path, command):
@@ -382,7 +385,7 @@ def clm_configs(samples, output_dir):
     """run_clm: plain against the switches that apply to full blocks (no padding: the padding flags are refused)."""
     return plain_vs_best("clm", "examples/run_clm.py",
                          lambda extra: clm_args(samples, output_dir, extra),
-                         BF16 + FUSED + FAST_DROPOUT, "bf16 + fused + fast dropout")
+                         BF16 + FUSED + FAST_DROPOUT + REUSE, "bf16 + fused + fast dropout + reuse")
 
 
 def qa_args(max_train_samples, output_dir, extra=()):
@@ -404,7 +407,7 @@ def qa_configs(samples, output_dir):
     """run_qa: plain against all switches (it honours every one of them)."""
     return plain_vs_best("qa", "examples/run_qa.py",
                          lambda extra: qa_args(samples, output_dir, extra),
-                         ALL, "bf16 + group_by_length + pad 8 + fused + fast dropout")
+                         ALL, "bf16 + group_by_length + pad 8 + fused + fast dropout + reuse")
 
 
 # The Marian of recipes/multi30k_marian.yaml and recipes/dialogsum_marian.yaml (3+3 layers, d_model 256), from scratch.
@@ -413,7 +416,7 @@ MARIAN = ("d_model=256,encoder_layers=3,decoder_layers=3,encoder_attention_heads
 # --fast_dropout is left out of the seq2seq sections: transformers' Marian applies its dropout with
 # nn.functional.dropout, which the switch does not replace (it swaps nn.Dropout modules), and its attention
 # dropout is 0, so the switch would only trade sdpa attention for eager attention.
-SEQ2SEQ_BEST = BF16 + GROUP + FUSED
+SEQ2SEQ_BEST = BF16 + GROUP + FUSED + REUSE
 
 
 def translation_args(max_train_samples, extra=()):
@@ -437,7 +440,7 @@ def translation_configs(samples):
     """run_translation: plain against bf16 + length grouping + fused AdamW (see SEQ2SEQ_BEST)."""
     return plain_vs_best("translation", "examples/run_translation.py",
                          lambda extra: translation_args(samples, extra),
-                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused")
+                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused + reuse")
 
 
 def summarization_args(max_train_samples, extra=()):
@@ -460,7 +463,7 @@ def summarization_configs(samples):
     """run_summarization: plain against bf16 + length grouping + fused AdamW (see SEQ2SEQ_BEST)."""
     return plain_vs_best("summarization", "examples/run_summarization.py",
                          lambda extra: summarization_args(samples, extra),
-                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused")
+                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused + reuse")
 
 
 def image_args(max_train_samples, output_dir, extra=()):
@@ -487,7 +490,7 @@ def image_configs(samples, output_dir):
     replace, and images have no padding: the padding flags are refused)."""
     return plain_vs_best("image", "examples/run_image_classification.py",
                          lambda extra: image_args(samples, output_dir, extra),
-                         BF16 + FUSED, "bf16 + fused")
+                         BF16 + FUSED + REUSE, "bf16 + fused + reuse")
 
 
 def launch_command(script, processes, threads, dynamo=None):
@@ -633,10 +636,12 @@ def glue_configs(section, samples, seeds=(43, 44, 45)):
             ("adamw_fused", FUSED, ""),
             ("fast_dropout", FAST_DROPOUT, "fp32"),
             ("bf16_fast_dropout", BF16 + FAST_DROPOUT, ""),
-            ("all_but_fast_dropout", BF16 + GROUP + FUSED, ""),
+            ("all_but_fast_dropout", [f for f in ALL if f not in FAST_DROPOUT], ""),
+            ("reuse_cpu_memory", REUSE, "fp32, glibc keeps freed memory in the heap"),
+            ("all_but_reuse", [f for f in ALL if f not in REUSE], ""),
             ("workers_2", ["--dataloader_num_workers", "2"], ""),
             ("compile", [], "accelerate launch --dynamo_backend inductor --dynamo_use_dynamic, fp32"),
-            ("all", ALL, "bf16 + group_by_length + pad 8 + fused AdamW + fast dropout"),
+            ("all", ALL, "bf16 + group_by_length + pad 8 + fused AdamW + fast dropout + reuse"),
             ("all_workers_2", ALL + ["--dataloader_num_workers", "2"], ""),
             ("all_compile", ALL, "all + inductor (dynamic shapes)"),
         ]
@@ -675,8 +680,11 @@ def glue_configs(section, samples, seeds=(43, 44, 45)):
             ("full_plain", "full", "examples/run_glue.py", 1, 2, None, glue_args(None, 3), "3,668 x 3 epochs"),
             ("full_all", "full", "examples/run_glue.py", 1, 2, None, glue_args(None, 3, ALL),
              "3,668 x 3 epochs, all switches"),
+            ("full_all_but_reuse", "full", "examples/run_glue.py", 1, 2, None,
+             glue_args(None, 3, [f for f in ALL if f != "--reuse_cpu_memory"]),
+             "3,668 x 3 epochs, all switches but --reuse_cpu_memory (same numbers, only the speed differs)"),
             ("full_all_but_group", "full", "examples/run_glue.py", 1, 2, None,
-             glue_args(None, 3, BF16 + FUSED + FAST_DROPOUT), "3,668 x 3 epochs, all switches but --group_by_length"),
+             glue_args(None, 3, ALL_BUT_GROUP), "3,668 x 3 epochs, all switches but --group_by_length"),
             ("full_trainer", "full", "benchmarks/trainer_glue.py", 1, 2, None, glue_args(None, 3),
              "3,668 x 3 epochs, Trainer defaults"),
         ]
@@ -687,7 +695,7 @@ def glue_configs(section, samples, seeds=(43, 44, 45)):
                 (f"full_all_seed{seed}", "seeds", "examples/run_glue.py", 1, 2, None,
                  glue_args(None, 3, ALL, seed), f"as full_all, seed {seed}"),
                 (f"full_all_but_group_seed{seed}", "seeds", "examples/run_glue.py", 1, 2, None,
-                 glue_args(None, 3, BF16 + FUSED + FAST_DROPOUT, seed), f"as full_all_but_group, seed {seed}"),
+                 glue_args(None, 3, ALL_BUT_GROUP, seed), f"as full_all_but_group, seed {seed}"),
                 (f"full_plain_seed{seed}", "seeds", "examples/run_glue.py", 1, 2, None, glue_args(None, 3, (), seed),
                  f"as full_plain, seed {seed}"),
             ]
@@ -701,7 +709,7 @@ def ner_configs(samples):
         ("ner_plain", "ner", "examples/run_ner.py", 1, 2, None, ner_args(samples), "fp32"),
         ("ner_bf16", "ner", "examples/run_ner.py", 1, 2, None, ner_args(samples, BF16), ""),
         ("ner_all", "ner", "examples/run_ner.py", 1, 2, None, ner_args(samples, ALL),
-         "bf16 + group_by_length + fused + fast dropout"),
+         "bf16 + group_by_length + fused + fast dropout + reuse"),
     ]
 
 

@@ -82,8 +82,10 @@ CLM_LEFT_OUT = {
     "--group_by_length": "run_clm refuses it: every block holds exactly --block_size tokens, no padding to group",
     "--fast_dropout": "SmolLM2 has no dropout (attention_dropout 0, no Dropout module): the flag would only switch "
                       "its attention from sdpa to eager",
+    "--reuse_cpu_memory": "on a GPU the step's tensors live in CUDA's caching allocator: no host pages to reuse",
 }
-TRAINER_LEFT_OUT = {"--fast_dropout": "Trainer has no fast dropout"}
+TRAINER_LEFT_OUT = {"--fast_dropout": "Trainer has no fast dropout",
+                    "--reuse_cpu_memory": "Trainer has no such switch (glibc's mallopt, common/hardware.py)"}
 
 # Sizes: `full` is `make bench-gpu`; `smoke` exercises the same rows in seconds of compute on a CPU.
 SIZES = {

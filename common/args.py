@@ -17,12 +17,14 @@ run trains for hours and fails at its end.
 import argparse
 import difflib
 import os
+import platform
 import sys
 import tempfile
 from pathlib import Path
 
 from transformers import SchedulerType
 
+from .hardware import glibc_malloc_tunable
 from .optimization import OPTIMIZER_CHOICES
 from .tracking import parse_report_to
 
@@ -211,6 +213,15 @@ def add_training_args(parser):
         "(same keep probability up to 1/65536, same seeded generator, a different random stream); on CPU this "
         "sampler takes up to half of a small model's forward pass. Attention then runs as eager attention "
         "(common/fast_dropout.py).",
+    )
+    group.add_argument(
+        "--reuse_cpu_memory",
+        action="store_true",
+        help="Keep memory that freed tensors give back in the process's heap for the next step instead of returning "
+        "it to the operating system (glibc's mallopt: M_MMAP_MAX 0, M_TRIM_THRESHOLD max), so that large tensors "
+        "allocated anew every step (e.g. the word-embedding gradient) do not page-fault every time. Same results; "
+        "resident memory stays at its peak and can first grow by a few copies of the largest such tensor. Linux "
+        "with glibc only (common/hardware.py).",
     )
     group.add_argument(
         "--gradient_checkpointing",
@@ -514,6 +525,7 @@ def validate_common_args(args):
       `--train_file` glob is checked by `common.streaming.resolve_stream_files`);
     - `--report_to` implies `--with_tracking` (`apply_tracking_flags`); the trackers are installed and can log in
       (`common.tracking.parse_report_to`);
+    - `--reuse_cpu_memory` only where the C library is glibc (`common.hardware.glibc_malloc_tunable`);
     - `--push_to_hub`: see `check_push_to_hub` (Hub access known before any data is loaded);
     - `--output_dir`: see `check_output_dir` (not a file, creatable and writable, no earlier run's
       results unless `--overwrite_output_dir` or `--resume_from_checkpoint`).
@@ -550,6 +562,11 @@ def validate_common_args(args):
     apply_tracking_flags(args)
     if args.with_tracking:
         parse_report_to(args.report_to)
+    if getattr(args, "reuse_cpu_memory", False) and not glibc_malloc_tunable():
+        raise ValueError(
+            f"--reuse_cpu_memory needs glibc's mallopt (Linux with glibc); this is {platform.system()} with "
+            f"{platform.libc_ver()[0] or 'an unknown C library'}. Drop the flag."
+        )
     check_push_to_hub(args)
     check_output_dir(args)
 

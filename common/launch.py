@@ -14,7 +14,7 @@ from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration, set_seed
 
-from .hardware import check_precision
+from .hardware import check_precision, reuse_cpu_memory
 from .tracking import parse_report_to
 
 
@@ -56,7 +56,8 @@ def setup_run(accelerator, args, logger):
     `common.hardware.check_precision` (a warning when the requested precision is emulated: bf16 on a CPU
     without native bf16 is several times slower than fp32), and
     `set_seed(args.seed)` when `--seed` is given (before the model is built, so its new heads are initialised
-    reproducibly).
+    reproducibly), and `common.hardware.reuse_cpu_memory` with `--reuse_cpu_memory` (before the model's
+    allocations, so they come from the heap too).
 
     Raises:
         RuntimeError: see `check_process_group`, `check_engine` and `check_final_save`.
@@ -66,6 +67,8 @@ def setup_run(accelerator, args, logger):
     check_final_save(accelerator)
     setup_logging(accelerator, logger)
     check_precision(accelerator, logger)
+    if getattr(args, "reuse_cpu_memory", False):
+        reuse_cpu_memory()
     if args.seed is not None:
         set_seed(args.seed)
 

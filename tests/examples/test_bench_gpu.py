@@ -19,7 +19,8 @@ import bench_gpu  # noqa: E402
 
 def test_best_flags_file_is_the_bench_all_configuration():
     """One source: bench.py's `all` is benchmarks/best_flags.txt, the flags docs/benchmarks.md measured fastest."""
-    assert bench.ALL == bench.read_best_flags() == bench.BF16 + bench.GROUP + bench.FUSED + bench.FAST_DROPOUT
+    assert bench.ALL == bench.read_best_flags() == (bench.BF16 + bench.GROUP + bench.FUSED + bench.FAST_DROPOUT
+                                                        + bench.REUSE)
     assert bench_gpu.BEST_FLAGS == bench.ALL
     assert len((REPO / "benchmarks" / "best_flags.txt").read_text().strip().splitlines()) == 1
 
@@ -32,6 +33,7 @@ def test_flags_left_out_where_they_do_not_apply():
     assert list(rows) == bench_gpu.ROW_NAMES
     assert rows["glue_best"][1][-len(bench.ALL):] == bench.ALL
     assert "--fast_dropout" not in rows["glue_trainer"][1] and "--group_by_length" in rows["glue_trainer"][1]
+    assert "--reuse_cpu_memory" not in rows["glue_trainer"][1]  # a switch of our scripts, not of Trainer
     for name in ("clm_best", "clm_trainer"):
         assert "--group_by_length" not in rows[name][1] and "--fast_dropout" not in rows[name][1]
         assert rows[name][1][-4:] == ["--mixed_precision", "bf16", "--optim", "adamw_torch_fused"]

@@ -139,10 +139,10 @@ def test_resume_from_step_checkpoint_matches_uninterrupted_run(tmp_path, tiny_be
 @pytest.mark.slow  # 3 launches (about 45 s); run_ner keeps the speed switches, test_preemption the exact resume
 def test_speed_switches_learn_and_resume_exactly(tmp_path, tiny_bert, classification_data):
     """All speed switches together (--mixed_precision bf16 --group_by_length --optim adamw_torch_fused
-    --fast_dropout): the model learns, and a resume from a mid-epoch checkpoint
+    --fast_dropout --reuse_cpu_memory): the model learns, and a resume from a mid-epoch checkpoint
     ends with bit-identical weights (1 process: the length-grouped order and the fast dropout masks are
     restored from the checkpoint)."""
-    switches = ["--group_by_length", "--optim", "adamw_torch_fused", "--fast_dropout"]
+    switches = ["--group_by_length", "--optim", "adamw_torch_fused", "--fast_dropout", "--reuse_cpu_memory"]
     if bf16_autocast_works_on_cpu():
         switches += ["--mixed_precision", "bf16"]
     common = ["--model_name_or_path", tiny_bert, *data_args(classification_data), "--num_train_epochs", "4",

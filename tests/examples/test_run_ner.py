@@ -217,7 +217,8 @@ def test_two_processes_conll_iob1_label_all_tokens_and_resume(tmp_path, ner_data
 
 
 def test_speed_switches_group_by_length_fused_adamw_bf16_learn(tmp_path, ner_data, tiny_ner_bert, untrained_f1):
-    """--group_by_length --optim adamw_torch_fused (--mixed_precision bf16 where the CPU has it): the model still
+    """--group_by_length --optim adamw_torch_fused --reuse_cpu_memory (--mixed_precision bf16 where the CPU has it),
+    the switches of benchmarks/best_flags.txt that run_ner honours besides --fast_dropout: the model still
     learns, the fused AdamW is the one saved in the checkpoint, and the padding counted over the run is exactly
     that of the length-grouped batches (seed 7, epochs 0 and 1, each batch padded to a multiple of 8 under bf16),
     less than that of the plain shuffle over the same epochs."""
@@ -232,7 +233,7 @@ def test_speed_switches_group_by_length_fused_adamw_bf16_learn(tmp_path, ner_dat
     launch("run_ner.py", common_args(tiny_ner_bert, tmp_path, train_file=directory / "train.jsonl",
                                      validation_file=directory / "validation.jsonl", num_train_epochs=2,
                                      group_by_length=True, optim="adamw_torch_fused", checkpointing_steps=30,
-                                     **extra))
+                                     reuse_cpu_memory=True, **extra))
     results = read_results(tmp_path)
     assert results["train_steps"] == 60  # 240 sentences / 8 per batch x 2 epochs
     assert results["eval_f1"] > max(0.6, untrained_f1 + 0.4), (results["eval_f1"], untrained_f1)

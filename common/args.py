@@ -221,7 +221,7 @@ def add_training_args(parser):
         "it to the operating system (glibc's mallopt: M_MMAP_MAX 0, M_TRIM_THRESHOLD max), so that large tensors "
         "allocated anew every step (e.g. the word-embedding gradient) do not page-fault every time. Same results; "
         "resident memory stays at its peak and can first grow by a few copies of the largest such tensor. Linux "
-        "with glibc only (common/hardware.py).",
+        "with glibc only: refused before training elsewhere (common/hardware.py).",
     )
     group.add_argument(
         "--gradient_checkpointing",

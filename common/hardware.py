@@ -117,7 +117,8 @@ def host_info(accelerator):
     Returns:
         {"host_device": "cpu" / "cuda" / ..., "host_device_name": the CPU model or the GPU's name,
         "host_bf16_native": bool, "host_torch_threads": `torch.get_num_threads()` of this process,
-        "host_omp_num_threads": the OMP_NUM_THREADS variable or None, "host_cpu_count": `os.cpu_count()`};
+        "host_omp_num_threads": the OMP_NUM_THREADS variable or None, "host_cpu_count": `os.cpu_count()`,
+        "host_reuse_cpu_memory": whether `reuse_cpu_memory` (`--reuse_cpu_memory`) took effect in this process};
         on a CUDA device also `cuda_memory_peaks` (peak GPU memory so far, MiB; called after the last evaluation,
         that is the run's peak on the main process's GPU). No key is added on CPU.
     """
@@ -134,9 +135,13 @@ def host_info(accelerator):
         "host_omp_num_threads": int(os.environ["OMP_NUM_THREADS"]) if os.environ.get("OMP_NUM_THREADS", "").isdigit()
         else None,
         "host_cpu_count": os.cpu_count(),
+        "host_reuse_cpu_memory": _heap_reuse["on"],
         **cuda_memory_peaks(accelerator.device),
     }
 
+
+# Set by `reuse_cpu_memory` once its mallopt calls succeeded in this process; `host_info` reports it.
+_heap_reuse = {"on": False}
 
 # glibc's mallopt parameters (malloc.h): M_TRIM_THRESHOLD = -1, M_MMAP_MAX = -4.
 M_TRIM_THRESHOLD = -1
@@ -186,3 +191,4 @@ def reuse_cpu_memory():
     for name, parameter, value in (("M_MMAP_MAX", M_MMAP_MAX, 0), ("M_TRIM_THRESHOLD", M_TRIM_THRESHOLD, INT_MAX)):
         if libc.mallopt(parameter, value) != 1:  # mallopt returns 1 on success, 0 on error
             raise RuntimeError(f"--reuse_cpu_memory: glibc's mallopt({name}, {value}) failed.")
+    _heap_reuse["on"] = True

@@ -239,6 +239,7 @@ def test_speed_switches_group_by_length_fused_adamw_bf16_learn(tmp_path, ner_dat
     assert results["eval_f1"] > max(0.6, untrained_f1 + 0.4), (results["eval_f1"], untrained_f1)
     groups = torch.load(tmp_path / "step_30" / "optimizer.bin", weights_only=True)["param_groups"]
     assert all(group["fused"] for group in groups)
+    assert results["host_reuse_cpu_memory"] is True  # --reuse_cpu_memory took effect in the launched process
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_ner_bert)
     words = [[w[0] for w in sentence] for sentence in splits["train"]]

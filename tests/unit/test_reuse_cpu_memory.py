@@ -58,6 +58,17 @@ def test_freed_memory_is_reused_without_page_faults_and_results_are_identical():
     assert reuse_checksum == default_checksum  # only where the bytes live changes, not what is computed
 
 
+@pytest.mark.skipif(not glibc_malloc_tunable(), reason="glibc's mallopt (Linux with glibc) only")
+def test_all_results_record_whether_the_heap_is_reused():
+    # all_results.json's host_* keys come from host_info; the flag's state is told in a child process.
+    child = ("import sys; from accelerate import Accelerator; from common.hardware import host_info, "
+             "reuse_cpu_memory\nif sys.argv[1] == 'reuse': reuse_cpu_memory()\n"
+             "print(host_info(Accelerator(cpu=True))['host_reuse_cpu_memory'])")
+    for mode, expected in (("default", "False"), ("reuse", "True")):
+        out = subprocess.run([sys.executable, "-c", child, mode], capture_output=True, text=True, check=True).stdout
+        assert out.split()[-1] == expected, (mode, out)
+
+
 def test_the_flag_is_refused_before_training_without_glibc(tmp_path, monkeypatch):
     parser = argparse.ArgumentParser()
     add_common_args(parser, file_extensions=("csv",))

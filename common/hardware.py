@@ -170,7 +170,7 @@ def reuse_cpu_memory():
     live changes. The cost: resident memory stays at the run's peak instead of shrinking after it, and a freed
     block in the middle of the heap is reused only by allocations that fit in it, so the heap can first grow by a few
     copies of a large tensor that is allocated again and again: a 64 MiB tensor allocated and freed in a loop grew
-    the heap 5 times before it was reused (peak RSS 608 against 352 MiB; tests/unit/test_reuse_cpu_memory.py). In
+    the heap 2 to 8 times before it was reused (peak RSS 608 against 352 MiB; tests/unit/test_reuse_cpu_memory.py). In
     run_glue on full MRPC peak RSS was 1,648 MiB with it and 1,641 without (docs/benchmarks.md); measure your own
     model's before relying on it where memory is tight.
 

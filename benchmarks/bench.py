@@ -131,10 +131,36 @@ def read_best_flags(path=BEST_FLAGS_FILE):
     return shlex.split(lines[0])
 
 
+def split_flags(flags):
+    """Groups a flag list into [flag, values...] lists: a token starting with "--" opens a group."""
+    groups = []
+    for token in flags:
+        if token.startswith("--") or not groups:
+            groups.append([token])
+        else:
+            groups[-1].append(token)
+    return groups
+
+
+def without_flags(flags, names):
+    """`flags` without the flags named in `names` (and their values).
+
+    Args:
+        flags: a list of command-line tokens, e.g. `ALL`.
+        names: flag names to drop, e.g. {"--fast_dropout"}.
+
+    Returns:
+        list of str, the remaining tokens in their order.
+    """
+    return [token for group in split_flags(flags) if group[0] not in names for token in group]
+
+
+
 # bf16 + length grouping + fused AdamW + fast dropout + heap reuse (--mixed_precision bf16 pads to multiples of 8 by
 # default)
 ALL = read_best_flags()
-ALL_BUT_GROUP = [f for f in ALL if f not in GROUP]
+ALL_BUT_GROUP = without_flags(ALL, GROUP)
+ALL_BUT_REUSE = without_flags(ALL, REUSE)
 
 
 def for_this_host(configs, bf16_native):
@@ -160,8 +186,7 @@ def for_this_host(configs, bf16_native):
     for name, group, script, processes, threads, dynamo, extra, notes in configs:
         if (name == "all" or name.startswith("all_") or name.endswith("_all") or name.startswith("full_all")) and (
                 "bf16" in extra):
-            i = extra.index("--mixed_precision")
-            extra = extra[:i] + extra[i + 2:]
+            extra = without_flags(extra, {"--mixed_precision"})
             notes = f"{notes} -- fp32-only host: without bf16".lstrip(" -")
         adapted.append((name, group, script, processes, threads, dynamo, extra, notes))
     return adapted
@@ -636,9 +661,9 @@ def glue_configs(section, samples, seeds=(43, 44, 45)):
             ("adamw_fused", FUSED, ""),
             ("fast_dropout", FAST_DROPOUT, "fp32"),
             ("bf16_fast_dropout", BF16 + FAST_DROPOUT, ""),
-            ("all_but_fast_dropout", [f for f in ALL if f not in FAST_DROPOUT], ""),
+            ("all_but_fast_dropout", without_flags(ALL, FAST_DROPOUT), ""),
             ("reuse_cpu_memory", REUSE, "fp32, glibc keeps freed memory in the heap"),
-            ("all_but_reuse", [f for f in ALL if f not in REUSE], ""),
+            ("all_but_reuse", ALL_BUT_REUSE, ""),
             ("workers_2", ["--dataloader_num_workers", "2"], ""),
             ("compile", [], "accelerate launch --dynamo_backend inductor --dynamo_use_dynamic, fp32"),
             ("all", ALL, "bf16 + group_by_length + pad 8 + fused AdamW + fast dropout + reuse"),
@@ -681,7 +706,7 @@ def glue_configs(section, samples, seeds=(43, 44, 45)):
             ("full_all", "full", "examples/run_glue.py", 1, 2, None, glue_args(None, 3, ALL),
              "3,668 x 3 epochs, all switches"),
             ("full_all_but_reuse", "full", "examples/run_glue.py", 1, 2, None,
-             glue_args(None, 3, [f for f in ALL if f != "--reuse_cpu_memory"]),
+             glue_args(None, 3, ALL_BUT_REUSE),
              "3,668 x 3 epochs, all switches but --reuse_cpu_memory (same numbers, only the speed differs)"),
             ("full_all_but_group", "full", "examples/run_glue.py", 1, 2, None,
              glue_args(None, 3, ALL_BUT_GROUP), "3,668 x 3 epochs, all switches but --group_by_length"),

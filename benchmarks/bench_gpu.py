@@ -61,7 +61,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))  # bench.py and flops.py beside this file
 
 from bench import ALL as BEST_FLAGS  # noqa: E402  (read from benchmarks/best_flags.txt)
-from bench import SHARED, glue_args, launch_command, model_path, run_one  # noqa: E402
+from bench import SHARED, glue_args, launch_command, model_path, run_one, without_flags  # noqa: E402
 from flops import (  # noqa: E402
     gpu_bf16_peak,
     matmul_parameters,
@@ -112,30 +112,6 @@ def find_cuda_device():
     import torch
 
     return torch.cuda.get_device_name(0)
-
-
-def split_flags(flags):
-    """Groups a flag list into [flag, values...] lists: a token starting with "--" opens a group."""
-    groups = []
-    for token in flags:
-        if token.startswith("--") or not groups:
-            groups.append([token])
-        else:
-            groups[-1].append(token)
-    return groups
-
-
-def without_flags(flags, names):
-    """`flags` without the flags named in `names` (and their values).
-
-    Args:
-        flags: a list of command-line tokens, e.g. `BEST_FLAGS`.
-        names: flag names to drop, e.g. {"--fast_dropout"}.
-
-    Returns:
-        list of str, the remaining tokens in their order.
-    """
-    return [token for group in split_flags(flags) if group[0] not in names for token in group]
 
 
 def clm_best_flags(best=BEST_FLAGS):

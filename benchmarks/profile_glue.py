@@ -116,15 +116,12 @@ def breakdown(events):
 
 
 def main(argv=None):
-    from bench import ALL, glue_args  # noqa: E402  (the flags and data of `make bench`)
+    from bench import ALL, glue_args, without_flags  # noqa: E402  (the flags and data of `make bench`)
 
     from common.hardware import native_bf16
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_flags = [f for f in ALL]
-    if not native_bf16("cpu") and "--mixed_precision" in default_flags:  # as bench.for_this_host
-        i = default_flags.index("--mixed_precision")
-        default_flags = default_flags[:i] + default_flags[i + 2:]
+    default_flags = ALL if native_bf16("cpu") else without_flags(ALL, {"--mixed_precision"})  # as bench.for_this_host
     parser.add_argument("--flags", default=shlex.join(default_flags),
                         help="run_glue speed flags (default: benchmarks/best_flags.txt, without --mixed_precision "
                              "on an fp32-only host)")

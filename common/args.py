@@ -17,14 +17,13 @@ run trains for hours and fails at its end.
 import argparse
 import difflib
 import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
 
 from transformers import SchedulerType
 
-from .hardware import glibc_malloc_tunable
+from .hardware import reuse_cpu_memory_unsupported
 from .optimization import OPTIMIZER_CHOICES
 from .tracking import parse_report_to
 
@@ -525,7 +524,7 @@ def validate_common_args(args):
       `--train_file` glob is checked by `common.streaming.resolve_stream_files`);
     - `--report_to` implies `--with_tracking` (`apply_tracking_flags`); the trackers are installed and can log in
       (`common.tracking.parse_report_to`);
-    - `--reuse_cpu_memory` only where the C library is glibc (`common.hardware.glibc_malloc_tunable`);
+    - `--reuse_cpu_memory` only where the C library is glibc (`common.hardware.reuse_cpu_memory_unsupported`);
     - `--push_to_hub`: see `check_push_to_hub` (Hub access known before any data is loaded);
     - `--output_dir`: see `check_output_dir` (not a file, creatable and writable, no earlier run's
       results unless `--overwrite_output_dir` or `--resume_from_checkpoint`).
@@ -562,11 +561,8 @@ def validate_common_args(args):
     apply_tracking_flags(args)
     if args.with_tracking:
         parse_report_to(args.report_to)
-    if getattr(args, "reuse_cpu_memory", False) and not glibc_malloc_tunable():
-        raise ValueError(
-            f"--reuse_cpu_memory needs glibc's mallopt (Linux with glibc); this is {platform.system()} with "
-            f"{platform.libc_ver()[0] or 'an unknown C library'}. Drop the flag."
-        )
+    if getattr(args, "reuse_cpu_memory", False) and reuse_cpu_memory_unsupported():
+        raise ValueError(reuse_cpu_memory_unsupported())
     check_push_to_hub(args)
     check_output_dir(args)
 

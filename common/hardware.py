@@ -155,6 +155,15 @@ def glibc_malloc_tunable():
     return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
 
+def reuse_cpu_memory_unsupported():
+    """Why `--reuse_cpu_memory` cannot work in this process (the C library is not glibc: `glibc_malloc_tunable`),
+    as the one-line error `common.args.validate_common_args` and `reuse_cpu_memory` raise; None where it can."""
+    if glibc_malloc_tunable():
+        return None
+    return (f"--reuse_cpu_memory needs glibc's mallopt (Linux with glibc); this is {platform.system()} with "
+            f"{platform.libc_ver()[0] or 'an unknown C library'}. Drop the flag.")
+
+
 def reuse_cpu_memory():
     """Keeps memory that freed tensors give back in this process's heap for the next allocation (`--reuse_cpu_memory`).
 
@@ -178,15 +187,13 @@ def reuse_cpu_memory():
     before the call are unaffected.
 
     Raises:
-        RuntimeError: when the C library is not glibc (`glibc_malloc_tunable`), or `mallopt` refuses a setting.
+        RuntimeError: when the C library is not glibc (`reuse_cpu_memory_unsupported`), or `mallopt` refuses a setting.
     """
     import ctypes
 
-    if not glibc_malloc_tunable():
-        raise RuntimeError(
-            f"--reuse_cpu_memory needs glibc's mallopt (Linux with glibc); this is {platform.system()} with "
-            f"{platform.libc_ver()[0] or 'an unknown C library'}. Drop the flag."
-        )
+    unsupported = reuse_cpu_memory_unsupported()
+    if unsupported:
+        raise RuntimeError(unsupported)
     libc = ctypes.CDLL("libc.so.6")
     for name, parameter, value in (("M_MMAP_MAX", M_MMAP_MAX, 0), ("M_TRIM_THRESHOLD", M_TRIM_THRESHOLD, INT_MAX)):
         if libc.mallopt(parameter, value) != 1:  # mallopt returns 1 on success, 0 on error

@@ -33,7 +33,10 @@ class _FastDropoutFunction(torch.autograd.Function):
         bits = torch.randint(-(2**63), 2**63 - 1, ((numel + 3) // 4,), dtype=torch.int64, device=input.device)
         bits = bits.view(torch.int16)[:numel].view(input.shape)
         # int16 holds u - 32768 for u uniform on 0..65535: keep when u >= round(p * 65536).
-        mask = (bits >= round(p * 65536) - 32768).to(input.dtype).mul_(1.0 / (1.0 - p))
+        # bool -> float is a scalar loop in torch's CPU kernels, uint8 -> float a vectorised one (about 6 x faster
+        # for bf16); a bool tensor's bytes are 0 or 1, so the mask is the same.
+        keep = bits >= round(p * 65536) - 32768
+        mask = keep.view(torch.uint8).to(input.dtype).mul_(1.0 / (1.0 - p))
         ctx.save_for_backward(mask)
         return input * mask
 

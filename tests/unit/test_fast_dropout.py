@@ -149,3 +149,20 @@ def test_saved_model_loads_without_the_registration(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "fast_dropout" not in (tmp_path / "config.json").read_text()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mask_is_the_documented_function_of_the_draws(dtype):
+    # The module docstring's definition, computed here from the same generator state with plain integer
+    # arithmetic: draw ceil(n / 4) 64-bit integers, read them as 16-bit u - 32768, keep when
+    # u >= round(p * 65536), scale the kept values by 1 / (1 - p).
+    n, p = 10_001, 0.1
+    x = torch.randn(n).to(dtype)
+    torch.manual_seed(3)
+    out = fast_dropout(x, p)
+    torch.manual_seed(3)
+    bits = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
+    u = bits.view(torch.int16)[:n].to(torch.int32) + 32768
+    keep = u >= round(p * 65536)
+    expected = torch.where(keep, x * torch.tensor(1 / (1 - p), dtype=dtype), torch.zeros((), dtype=dtype))
+    assert torch.equal(out, expected)

@@ -65,9 +65,8 @@ Issue 18's target is all switches >= 2 x plain for each script whose model has d
 be reached where one of the two is missing: run_clm packs text into full blocks (no padding, so length grouping
 and padding rounding have nothing to remove), run_image_classification's ResNet has no dropout (nothing for
 --fast_dropout, the largest single win on MiniLM) and its images are not padded, so there only bf16 and fused
-AdamW apply. run_translation and run_summarization have both, but transformers' Marian applies its dropout with
-nn.functional.dropout, which --fast_dropout does not replace (SEQ2SEQ_BEST), so they are measured without it and
-may fall short for that reason.
+AdamW apply. run_translation and run_summarization have both; transformers' Marian applies its dropout with
+nn.functional.dropout, which --fast_dropout reaches since 2026-12-02 (SEQ2SEQ_BEST).
 
     python benchmarks/bench.py                       # all sections but `full`
     python benchmarks/bench.py --sections full       # adds to bench_results/bench.json
@@ -438,10 +437,9 @@ def qa_configs(samples, output_dir):
 # The Marian of recipes/multi30k_marian.yaml and recipes/dialogsum_marian.yaml (3+3 layers, d_model 256), from scratch.
 MARIAN = ("d_model=256,encoder_layers=3,decoder_layers=3,encoder_attention_heads=4,decoder_attention_heads=4,"
           "encoder_ffn_dim=1024,decoder_ffn_dim=1024,dropout=0.1,scale_embedding=true")
-# --fast_dropout is left out of the seq2seq sections: transformers' Marian applies its dropout with
-# nn.functional.dropout, which the switch does not replace (it swaps nn.Dropout modules), and its attention
-# dropout is 0, so the switch would only trade sdpa attention for eager attention.
-SEQ2SEQ_BEST = BF16 + GROUP + FUSED + REUSE
+# The seq2seq sections' best switches. transformers' Marian applies its dropout with nn.functional.dropout, which
+# --fast_dropout routes to its sampler; its attention dropout is 0, so its sdpa attention stays.
+SEQ2SEQ_BEST = BF16 + GROUP + FUSED + FAST_DROPOUT + REUSE
 
 
 def translation_args(max_train_samples, extra=()):
@@ -462,10 +460,10 @@ def translation_args(max_train_samples, extra=()):
 
 
 def translation_configs(samples):
-    """run_translation: plain against bf16 + length grouping + fused AdamW (see SEQ2SEQ_BEST)."""
+    """run_translation: plain against SEQ2SEQ_BEST."""
     return plain_vs_best("translation", "examples/run_translation.py",
                          lambda extra: translation_args(samples, extra),
-                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused + reuse")
+                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused + fast dropout + reuse")
 
 
 def summarization_args(max_train_samples, extra=()):
@@ -485,10 +483,10 @@ def summarization_args(max_train_samples, extra=()):
 
 
 def summarization_configs(samples):
-    """run_summarization: plain against bf16 + length grouping + fused AdamW (see SEQ2SEQ_BEST)."""
+    """run_summarization: plain against SEQ2SEQ_BEST."""
     return plain_vs_best("summarization", "examples/run_summarization.py",
                          lambda extra: summarization_args(samples, extra),
-                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused + reuse")
+                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused + fast dropout + reuse")
 
 
 def image_args(max_train_samples, output_dir, extra=()):

@@ -210,8 +210,9 @@ def add_training_args(parser):
         action="store_true",
         help="Draw dropout masks from 16-bit random integers instead of torch's per-element Bernoulli sampler "
         "(same keep probability up to 1/65536, same seeded generator, a different random stream); on CPU this "
-        "sampler takes up to half of a small model's forward pass. Attention then runs as eager attention "
-        "(common/fast_dropout.py).",
+        "sampler takes up to half of a small model's forward pass. Dropout that the model's code calls as "
+        "torch.nn.functional.dropout (Marian, BART, T5) is switched too; attention runs as eager attention where the "
+        "model's config sets attention dropout above 0 (common/fast_dropout.py).",
     )
     group.add_argument(
         "--reuse_cpu_memory",

@@ -11,17 +11,33 @@ backward pass as torch's does. The generator is torch's default one, so `--seed`
 (Accelerate saves its state) still make runs repeatable; the random stream differs from torch's, so a run
 with and without the switch does not draw the same masks.
 
-What it changes in a model (`enable_fast_dropout`): every `torch.nn.Dropout` module, and the attention-
-probability dropout of models that use transformers' attention interface (BERT, RoBERTa, GPT-2, Llama,
-BART, ...): their attention runs as `eager` attention with this dropout, registered under the name
-`eager_fast_dropout` (the sdpa kernels draw their own masks internally). Dropout in other places (a
-functional call inside a model's code) stays torch's. Evaluation is unaffected (dropout is off).
+What it changes in a model (`enable_fast_dropout`):
+- every `torch.nn.Dropout` module;
+- the attention-probability dropout of models that use transformers' attention interface (BERT, RoBERTa,
+  GPT-2, Llama, BART, ...) and whose config sets it above 0: their attention runs as `eager` attention with
+  this dropout, registered under the name `eager_fast_dropout` (the sdpa kernels draw their own masks
+  internally). With attention dropout 0 the model keeps its attention (sdpa is faster than eager there);
+- `torch.nn.functional.dropout` calls in the methods of the model's modules (Marian, BART, T5 apply their
+  hidden-state dropout that way) go to `fast_dropout`, also when gradient checkpointing replays a layer in the
+  backward pass. The function is replaced once in the process by one that passes every other call (from
+  other code, `inplace=True`, tensor subclasses such as DTensor) to torch's own.
+Evaluation is unaffected (dropout is off).
 """
+
+import inspect
+import re
+import sys
 
 import torch
 from torch import nn
+from torch.overrides import has_torch_function_unary
 
 ATTENTION_NAME = "eager_fast_dropout"
+# Config attributes that hold the attention-probability dropout, by model family (BERT/ViT/SegFormer,
+# GPT-2, Llama/BART/Marian/DETR); a config with none of them (T5) is switched as before.
+ATTENTION_DROPOUT_ATTRIBUTES = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
+# A functional dropout call in a module's forward: `nn.functional.dropout(`, `F.dropout(`, `functional.dropout(`.
+_FUNCTIONAL_CALL = re.compile(r"\b(?:functional|F)\.dropout\(")
 
 
 class _FastDropoutFunction(torch.autograd.Function):
@@ -127,12 +143,60 @@ def _register_attention():
     AttentionMaskInterface.register(ATTENTION_NAME, eager_mask)
 
 
+# torch's own function, also when this module is imported again after the replacement (importlib.reload).
+_TORCH_FUNCTIONAL_DROPOUT = getattr(nn.functional.dropout, "torch_dropout", nn.functional.dropout)
+MARK = "_uses_fast_dropout"  # set on every module of a switched model
+
+
+def functional_fast_dropout(input, p=0.5, training=True, inplace=False):
+    """What `torch.nn.functional.dropout` is once `enable_fast_dropout` has switched a model whose code calls it.
+
+    When the caller is a method of one of that model's modules (its `self` carries the MARK attribute), with
+    `training` on, a plain tensor and `inplace=False`, returns `fast_dropout(input, p, training)`; every other
+    call goes to torch's own `nn.functional.dropout` with the same arguments (same result, same errors).
+
+    The caller is found from its frame, not from forward hooks: transformers' gradient checkpointing replays a
+    layer's `forward` in the backward pass without its module hooks, and the replay must draw the same masks.
+    """
+    if training and not inplace and torch.is_tensor(input) and not has_torch_function_unary(input):
+        caller = sys._getframe(1).f_locals.get("self")
+        if getattr(caller, MARK, False):
+            return fast_dropout(input, p, training)
+    return _TORCH_FUNCTIONAL_DROPOUT(input, p, training, inplace)
+
+
+functional_fast_dropout.torch_dropout = _TORCH_FUNCTIONAL_DROPOUT
+
+
+def _calls_functional_dropout(module):
+    """True when the source of `type(module).forward` calls `torch.nn.functional.dropout` (False when the
+    source cannot be read: built-in or compiled classes)."""
+    try:
+        return bool(_FUNCTIONAL_CALL.search(inspect.getsource(type(module).forward)))
+    except (OSError, TypeError):
+        return False
+
+
+def _attention_dropout_probability(model):
+    """The attention-probability dropout the model's config sets (the first of ATTENTION_DROPOUT_ATTRIBUTES
+    found), or None when the model has no config or the config none of them."""
+    config = getattr(model, "config", None)
+    for name in ATTENTION_DROPOUT_ATTRIBUTES:
+        value = getattr(config, name, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
 def enable_fast_dropout(model):
     """Switches `model` (before `accelerator.prepare`) to `fast_dropout`, in place.
 
-    Replaces every `torch.nn.Dropout` submodule by a `FastDropout` of the same p and, where the model
-    supports transformers' attention interface and has attention dropout, sets its attention
-    implementation to `eager_fast_dropout` (`model.set_attn_implementation`).
+    Replaces every `torch.nn.Dropout` submodule by a `FastDropout` of the same p; where the model
+    supports transformers' attention interface and its config's attention dropout is above 0 (or not
+    given), sets its attention implementation to `eager_fast_dropout` (`model.set_attn_implementation`);
+    where a module's forward calls `torch.nn.functional.dropout`, routes those calls to `fast_dropout`
+    (`functional_fast_dropout`, installed in `torch.nn.functional` once per process; every submodule gets
+    the MARK attribute that it looks for on its caller).
 
     Args:
         model: a `torch.nn.Module` (usually a transformers `PreTrainedModel`).
@@ -146,7 +210,13 @@ def enable_fast_dropout(model):
             if type(child) is nn.Dropout:
                 setattr(parent, name, FastDropout(child.p).train(child.training))
                 replaced += 1
+    if any(_calls_functional_dropout(module) for module in model.modules()):
+        nn.functional.dropout = functional_fast_dropout
+        for module in model.modules():
+            setattr(module, MARK, True)
     switched = False
+    if _attention_dropout_probability(model) == 0.0:
+        return replaced, switched
     if hasattr(model, "set_attn_implementation"):
         _register_attention()
         try:

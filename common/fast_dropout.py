@@ -17,11 +17,17 @@ What it changes in a model (`enable_fast_dropout`):
   GPT-2, Llama, BART, ...) and whose config sets it above 0: their attention runs as `eager` attention with
   this dropout, registered under the name `eager_fast_dropout` (the sdpa kernels draw their own masks
   internally). With attention dropout 0 the model keeps its attention (sdpa is faster than eager there);
-- `torch.nn.functional.dropout` calls in the methods of the model's modules (Marian, BART, T5 apply their
-  hidden-state dropout that way) go to `fast_dropout`, also when gradient checkpointing replays a layer in the
-  backward pass. The function is replaced once in the process by one that passes every other call (from
-  other code, `inplace=True`, tensor subclasses such as DTensor) to torch's own.
-Evaluation is unaffected (dropout is off).
+- `torch.nn.functional.dropout` calls made from the methods of the model's modules (Marian, BART, T5, DETR,
+  Whisper apply their hidden-state dropout that way) go to `fast_dropout`, also when gradient checkpointing
+  replays a layer in the backward pass. This is set up when the source of some module's `forward` contains
+  `F.dropout(` or `functional.dropout(`; `torch.nn.functional.dropout` is then replaced in the process by
+  `functional_fast_dropout`, which passes every other call to torch's own: calls from other code and from
+  module-level helpers without a `self` (Bloom's and Falcon's `dropout_add` stay torch's), `inplace=True`,
+  tensor subclasses such as DTensor, code that `torch.compile` traces and TorchScript. A name bound at import
+  (`from torch.nn.functional import dropout`) is not reached. The attention rule reads the model's top-level
+  config only.
+Evaluation computes what it computed before (dropout is off); where the attention is switched, eager attention
+rounds differently from sdpa (about 1e-7 in fp32).
 """
 
 import inspect
@@ -37,7 +43,7 @@ ATTENTION_NAME = "eager_fast_dropout"
 # GPT-2, Llama/BART/Marian/DETR); a config with none of them (T5) is switched as before.
 ATTENTION_DROPOUT_ATTRIBUTES = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
 # A functional dropout call in a module's forward: `nn.functional.dropout(`, `F.dropout(`, `functional.dropout(`.
-_FUNCTIONAL_CALL = re.compile(r"\b(?:functional|F)\.dropout\(")
+_FUNCTIONAL_CALL = re.compile(r"\b(?:functional|F)\.dropout\s*\(")
 
 
 class _FastDropoutFunction(torch.autograd.Function):
@@ -148,18 +154,29 @@ _TORCH_FUNCTIONAL_DROPOUT = getattr(nn.functional.dropout, "torch_dropout", nn.f
 MARK = "_uses_fast_dropout"  # set on every module of a switched model
 
 
-def functional_fast_dropout(input, p=0.5, training=True, inplace=False):
+def functional_fast_dropout(input: torch.Tensor, p: float = 0.5, training: bool = True,
+                            inplace: bool = False) -> torch.Tensor:
     """What `torch.nn.functional.dropout` is once `enable_fast_dropout` has switched a model whose code calls it.
 
     When the caller is a method of one of that model's modules (its `self` carries the MARK attribute), with
     `training` on, a plain tensor and `inplace=False`, returns `fast_dropout(input, p, training)`; every other
-    call goes to torch's own `nn.functional.dropout` with the same arguments (same result, same errors).
+    call goes to torch's own `nn.functional.dropout` with the same arguments (same result, same errors). So do
+    calls while `torch.compile` traces (dynamo cannot follow the frame lookup; compiled code keeps torch's or
+    inductor's dropout) and in TorchScript (`torch.jit.script` compiles torch's function).
 
     The caller is found from its frame, not from forward hooks: transformers' gradient checkpointing replays a
     layer's `forward` in the backward pass without its module hooks, and the replay must draw the same masks.
     """
-    if training and not inplace and torch.is_tensor(input) and not has_torch_function_unary(input):
-        caller = sys._getframe(1).f_locals.get("self")
+    if not torch.jit.is_scripting():
+        return _eager_functional_dropout(input, p, training, inplace)
+    return _TORCH_FUNCTIONAL_DROPOUT(input, p, training, inplace)
+
+
+@torch.jit.unused
+def _eager_functional_dropout(input, p, training, inplace):
+    if (training and not inplace and not torch.compiler.is_compiling() and torch.is_tensor(input)
+            and not has_torch_function_unary(input)):
+        caller = sys._getframe(2).f_locals.get("self")  # 0: here, 1: functional_fast_dropout, 2: its caller
         if getattr(caller, MARK, False):
             return fast_dropout(input, p, training)
     return _TORCH_FUNCTIONAL_DROPOUT(input, p, training, inplace)
@@ -169,8 +186,9 @@ functional_fast_dropout.torch_dropout = _TORCH_FUNCTIONAL_DROPOUT
 
 
 def _calls_functional_dropout(module):
-    """True when the source of `type(module).forward` calls `torch.nn.functional.dropout` (False when the
-    source cannot be read: built-in or compiled classes)."""
+    """True when the source text of `type(module).forward` contains `F.dropout(` or `functional.dropout(` (a
+    text match: a comment counts too; False when the source cannot be read: built-in classes, classes defined
+    in an interactive session)."""
     try:
         return bool(_FUNCTIONAL_CALL.search(inspect.getsource(type(module).forward)))
     except (OSError, TypeError):
@@ -195,8 +213,8 @@ def enable_fast_dropout(model):
     supports transformers' attention interface and its config's attention dropout is above 0 (or not
     given), sets its attention implementation to `eager_fast_dropout` (`model.set_attn_implementation`);
     where a module's forward calls `torch.nn.functional.dropout`, routes those calls to `fast_dropout`
-    (`functional_fast_dropout`, installed in `torch.nn.functional` once per process; every submodule gets
-    the MARK attribute that it looks for on its caller).
+    (`functional_fast_dropout`, assigned to `torch.nn.functional.dropout` by every such call; every submodule
+    gets the MARK attribute that it looks for on its caller).
 
     Args:
         model: a `torch.nn.Module` (usually a transformers `PreTrainedModel`).
@@ -221,7 +239,9 @@ def enable_fast_dropout(model):
         _register_attention()
         try:
             model.set_attn_implementation(ATTENTION_NAME)
-            switched = True
         except (ValueError, NotImplementedError, AttributeError):
-            switched = False
+            return replaced, False
+        # Some models (Bloom, Falcon) only log that they cannot change their attention: read back what is set.
+        config = getattr(model, "config", None)
+        switched = config is None or getattr(config, "_attn_implementation", ATTENTION_NAME) == ATTENTION_NAME
     return replaced, switched

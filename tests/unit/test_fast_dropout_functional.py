@@ -136,3 +136,34 @@ def test_attention_kept_where_the_config_has_no_attention_dropout():
         attention = model.config._attn_implementation
         assert enable_fast_dropout(model)[1] is False
         assert model.config._attn_implementation == attention
+
+
+def test_torchscript_still_compiles_torchs_dropout_after_the_switch():
+    enable_fast_dropout(Outer(0.3))
+    assert torch.nn.functional.dropout is functional_fast_dropout
+    scripted = torch.jit.script(nn.Dropout(0.1))  # an unrelated module, scripted after the replacement
+    x = torch.randn(1000)
+    torch.manual_seed(6)
+    out = scripted(x)
+    torch.manual_seed(6)
+    assert torch.equal(out, TORCH_DROPOUT(x, 0.1))
+
+
+def test_torch_compile_of_a_switched_model_runs_in_one_graph_with_torchs_dropout():
+    model = Outer(0.3)
+    enable_fast_dropout(model)
+    compiled = torch.compile(model, backend="eager", fullgraph=True)  # fullgraph: a graph break raises
+    x = torch.randn(50, 64)
+    torch.manual_seed(7)
+    out = compiled(x)
+    torch.manual_seed(7)
+    assert torch.equal(out, TORCH_DROPOUT(model.block.linear(x), 0.3))  # documented: compiled code keeps torch's
+
+
+def test_a_model_that_only_logs_instead_of_switching_its_attention_reports_false():
+    from transformers import BloomConfig, BloomModel
+
+    model = BloomModel(BloomConfig(vocab_size=50, hidden_size=32, n_layer=1, n_head=4, attention_dropout=0.2))
+    attention = model.config._attn_implementation
+    assert enable_fast_dropout(model)[1] is False
+    assert model.config._attn_implementation == attention

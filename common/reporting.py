@@ -256,7 +256,7 @@ def format_summary(results, output_dir, model_saved=True, tracker_dirs=()):
               evaluated       50 examples
               trained         120 steps, 240 samples, train_loss 0.2314
               time            12.3 s, 19.5 training samples/s
-              model           out/ (from_pretrained(...) or pipeline(model=...))
+              model           out/ (load with from_pretrained(...))
               results         out/all_results.json, out/eval_history.jsonl
               predictions     out/predict_results.txt
     """
@@ -306,7 +306,7 @@ def format_summary(results, output_dir, model_saved=True, tracker_dirs=()):
         speed = f", {results['train_samples_per_second']:,.1f} training samples/s" if steps else ""
         rows.append(f"  {'time':<{width}}{results['train_runtime']:,.1f} s{speed}")
     if model_saved:
-        rows.append(f"  {'model':<{width}}{out}/ (from_pretrained(...) or pipeline(model=...))")
+        rows.append(f"  {'model':<{width}}{out}/ (load with from_pretrained(...))")
     files = [out / name for name in ("all_results.json", "eval_history.jsonl") if (out / name).is_file()]
     if files:
         rows.append(f"  {'results':<{width}}{', '.join(str(f) for f in files)}")

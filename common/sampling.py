@@ -225,7 +225,8 @@ def refuse_padding_flags(args, reason):
 def refuse_padding_flags_with_max_length(args, length_flag, unit="example"):
     """With --pad_to_max_length every example is padded to the same length, so --group_by_length (which
     groups examples of similar length to pad less) and --pad_to_multiple_of (which rounds the padded length
-    of a batch) cannot change anything: they are refused rather than silently ignored.
+    of a batch) cannot change anything: they are refused rather than silently ignored. `--pad_to_multiple_of 1`
+    (no rounding, as the recipes set it) is accepted.
 
     Args:
         args: parsed flags; uses `pad_to_max_length`, `group_by_length`, `pad_to_multiple_of` and the
@@ -238,8 +239,9 @@ def refuse_padding_flags_with_max_length(args, length_flag, unit="example"):
     """
     if not getattr(args, "pad_to_max_length", False):
         return
+    multiple = getattr(args, "pad_to_multiple_of", None)  # 1 turns rounding off: nothing to refuse
     given = [flag for flag, value in (("--group_by_length", getattr(args, "group_by_length", False)),
-                                      ("--pad_to_multiple_of", getattr(args, "pad_to_multiple_of", None))) if value]
+                                      ("--pad_to_multiple_of", multiple is not None and multiple != 1)) if value]
     if given:
         raise ValueError(
             f"{' and '.join(given)} with --pad_to_max_length: every {unit} is padded to {length_flag} "

@@ -79,7 +79,7 @@ def test_summary_shows_metrics_beside_their_baseline_and_where_outputs_are(tmp_p
     assert re.search(r"\n  evaluated +50 examples\n  predicted +50 examples\n", summary)
     assert re.search(r"\n  trained +120 steps, 960 samples, train_loss 0\.2314\n", summary)
     assert re.search(r"\n  time +12\.3 s, 77\.8 training samples/s\n", summary)
-    assert f"{tmp_path}/ (from_pretrained(...) or pipeline(model=...))" in summary
+    assert f"{tmp_path}/ (load with from_pretrained(...))" in summary
     assert f"{tmp_path / 'all_results.json'}, {tmp_path / 'eval_history.jsonl'}" in summary
     assert re.search(rf"predictions +{re.escape(str(tmp_path / 'predict_results.txt'))}\n", summary)
     assert summary.endswith(f"{tmp_path / 'glue_no_trainer'} (tensorboard)")

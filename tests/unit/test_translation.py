@@ -464,3 +464,13 @@ def test_padding_flags_with_pad_to_max_length_are_refused(tmp_path):
         with pytest.raises(ValueError, match=f"{flags[0]} with --pad_to_max_length: every example is padded to "
                                              "--max_source_length 40 tokens"):
             run_translation.main([str(a) for a in argv + flags])
+    # --pad_to_multiple_of 1 (no rounding; the recipes set it) changes nothing either way and is accepted.
+    from argparse import Namespace
+
+    from common.sampling import refuse_padding_flags_with_max_length
+
+    accepted = Namespace(pad_to_max_length=True, group_by_length=False, pad_to_multiple_of=1, max_source_length=40)
+    refuse_padding_flags_with_max_length(accepted, "--max_source_length")
+    with pytest.raises(ValueError, match="--pad_to_multiple_of with --pad_to_max_length"):
+        refuse_padding_flags_with_max_length(Namespace(**{**vars(accepted), "pad_to_multiple_of": 2}),
+                                             "--max_source_length")

@@ -392,9 +392,13 @@ class ConfigFileArgumentParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         argv = sys.argv[1:] if args is None else [str(a) for a in args]
-        path = _config_path_in(argv)
-        if path is None:
+        paths = _config_paths_in(argv)
+        if len(paths) > 1:  # argparse would keep the last one and drop the first recipe's settings unseen
+            self.error(f"{CONFIG_FLAG} given {len(paths)} times ({', '.join(paths)}): one recipe per run; merge "
+                       "them into one file, or keep one and give the other settings as flags")
+        if not paths:
             return super().parse_known_args(argv, namespace)
+        path = paths[0]
         values = self.read_config_file(path)
         saved = [(action, action.default, action.required) for action in self._actions if action.dest in values]
         saved_defaults = dict(self._defaults)
@@ -499,18 +503,18 @@ class ConfigFileArgumentParser(argparse.ArgumentParser):
         return converted if many else converted[0]
 
 
-def _config_path_in(argv):
-    """The value of `--config FILE` / `--config=FILE` in `argv` (the last one), or None. An abbreviation (`--conf`)
-    is not looked for: argparse refuses it as ambiguous (`--config_name`, `--config_overrides`)."""
-    path = None
+def _config_paths_in(argv):
+    """The values of every `--config FILE` / `--config=FILE` in `argv`, in order. An abbreviation (`--conf`) is not
+    looked for: argparse refuses it as ambiguous (`--config_name`, `--config_overrides`)."""
+    paths = []
     for i, token in enumerate(argv):
         if token == "--":
             break
         if token == CONFIG_FLAG and i + 1 < len(argv):
-            path = argv[i + 1]
+            paths.append(argv[i + 1])
         elif token.startswith(CONFIG_FLAG + "="):
-            path = token[len(CONFIG_FLAG) + 1:]
-    return path
+            paths.append(token[len(CONFIG_FLAG) + 1:])
+    return paths
 
 
 # Files whose presence means --output_dir already holds results of an earlier run.

@@ -48,13 +48,37 @@ def build_accelerator(args, **kwargs):
     return accelerator
 
 
+def launcher_precision_override(flag, environ=None):
+    """The warning for a script `--mixed_precision` (flag or recipe) that overrides a different one from the
+    launcher, or None.
+
+    `accelerate launch --mixed_precision X` (or its config file's `mixed_precision`) reaches the script as the
+    environment variable ACCELERATE_MIXED_PRECISION; `Accelerator(mixed_precision=...)` with the script's value
+    wins over it. The launcher's "no" (its default) is not reported: a recipe that asks for bf16 is the common case.
+
+    Args:
+        flag: the script's `--mixed_precision` ("no", "fp16", "bf16", "fp8") or None when not given.
+        environ: the environment to read (default `os.environ`).
+
+    Returns:
+        the warning text, or None when there is nothing to report.
+    """
+    launcher = (os.environ if environ is None else environ).get("ACCELERATE_MIXED_PRECISION")
+    if not flag or not launcher or launcher == "no" or launcher == flag:
+        return None
+    return (f"--mixed_precision {flag} (this script's flag or --config recipe) overrides the launcher's mixed "
+            f"precision {launcher} (accelerate launch --mixed_precision or its config file): the run uses {flag}. "
+            f"Drop one of the two settings to silence this.")
+
+
 def setup_run(accelerator, args, logger):
     """What every script does right after creating its `Accelerator`, on every process:
     `check_process_group` (disconnected copies fail loudly), `check_engine` (an FSDP or DeepSpeed launch that
     accelerate turned into something else fails loudly, before the model is loaded), `check_final_save` (a
     ZeRO-3 run that could not save a full model fails now, not after training), `setup_logging`,
-    `common.hardware.check_precision` (a warning when the requested precision is emulated: bf16 on a CPU
-    without native bf16 is several times slower than fp32), and
+    `launcher_precision_override` (a warning when the script's `--mixed_precision` overrides a different one from
+    `accelerate launch`), `common.hardware.check_precision` (a warning when the requested precision is emulated:
+    bf16 on a CPU without native bf16 is several times slower than fp32), and
     `set_seed(args.seed)` when `--seed` is given (before the model is built, so its new heads are initialised
     reproducibly), and `common.hardware.reuse_cpu_memory` with `--reuse_cpu_memory` (before the model's
     allocations, so they come from the heap too).
@@ -66,6 +90,9 @@ def setup_run(accelerator, args, logger):
     check_engine(accelerator)
     check_final_save(accelerator)
     setup_logging(accelerator, logger)
+    override = launcher_precision_override(getattr(args, "mixed_precision", None))
+    if override:
+        logger.warning(override, main_process_only=True)
     check_precision(accelerator, logger)
     if getattr(args, "reuse_cpu_memory", False):
         reuse_cpu_memory()

@@ -186,3 +186,11 @@ def module_parser(module):
     finally:
         ConfigFileArgumentParser.parse_known_args = original
     return captured["parser"]
+
+
+def test_two_config_files_are_refused_naming_both(tmp_path, capsys):
+    # Found by a new-user trial: argparse kept the last --config, so the first recipe's --source_lang vanished.
+    first = write(tmp_path, "learning_rate: 1.0e-4\n", "a.yaml")
+    second = write(tmp_path, "output_dir: out\n", "b.yaml")
+    message = error_of(capsys, glue, tmp_path, "--config", first, f"--config={second}")
+    assert f"--config given 2 times ({first}, {second}): one recipe per run" in message

@@ -206,6 +206,22 @@ def _attention_dropout_probability(model):
     return None
 
 
+# What the last `enable_fast_dropout` call in this process changed; `fast_dropout_report` gives it to all_results.json.
+_report = {}
+
+
+def fast_dropout_report():
+    """What `--fast_dropout` changed in this process, for `all_results.json` (flat keys).
+
+    Returns:
+        {} when `enable_fast_dropout` was not called; else {"fast_dropout_modules_replaced": number of
+        `nn.Dropout` modules replaced, "fast_dropout_attention_switched": whether the attention runs as
+        `eager_fast_dropout`, "fast_dropout_functional_calls": whether the model's `torch.nn.functional.dropout`
+        calls go to `fast_dropout`}. All three 0 / False means the switch changed nothing in this model.
+    """
+    return dict(_report)
+
+
 def enable_fast_dropout(model):
     """Switches `model` (before `accelerator.prepare`) to `fast_dropout`, in place.
 
@@ -228,20 +244,28 @@ def enable_fast_dropout(model):
             if type(child) is nn.Dropout:
                 setattr(parent, name, FastDropout(child.p).train(child.training))
                 replaced += 1
-    if any(_calls_functional_dropout(module) for module in model.modules()):
+    functional = any(_calls_functional_dropout(module) for module in model.modules())
+    if functional:
         nn.functional.dropout = functional_fast_dropout
         for module in model.modules():
             setattr(module, MARK, True)
-    switched = False
-    if _attention_dropout_probability(model) == 0.0:
-        return replaced, switched
-    if hasattr(model, "set_attn_implementation"):
-        _register_attention()
-        try:
-            model.set_attn_implementation(ATTENTION_NAME)
-        except (ValueError, NotImplementedError, AttributeError):
-            return replaced, False
-        # Some models (Bloom, Falcon) only log that they cannot change their attention: read back what is set.
-        config = getattr(model, "config", None)
-        switched = config is None or getattr(config, "_attn_implementation", ATTENTION_NAME) == ATTENTION_NAME
+    switched = _switch_attention(model)
+    _report.clear()
+    _report.update({"fast_dropout_modules_replaced": replaced, "fast_dropout_attention_switched": switched,
+                    "fast_dropout_functional_calls": functional})
     return replaced, switched
+
+
+def _switch_attention(model):
+    """Sets `model`'s attention to `eager_fast_dropout` where its config's attention dropout is not 0 and the
+    model supports transformers' attention interface. Returns whether it is set."""
+    if _attention_dropout_probability(model) == 0.0 or not hasattr(model, "set_attn_implementation"):
+        return False
+    _register_attention()
+    try:
+        model.set_attn_implementation(ATTENTION_NAME)
+    except (ValueError, NotImplementedError, AttributeError):
+        return False
+    # Some models (Bloom, Falcon) only log that they cannot change their attention: read back what is set.
+    config = getattr(model, "config", None)
+    return config is None or getattr(config, "_attn_implementation", ATTENTION_NAME) == ATTENTION_NAME

@@ -58,6 +58,7 @@ from .checkpointing import (
     resume_position,
     save_checkpoint,
 )
+from .fast_dropout import fast_dropout_report
 from .hardware import host_info
 from .launch import loaded_weight_reports
 from .preemption import exit_preempted, signal_received
@@ -547,6 +548,7 @@ class TrainingRun:
             if names:
                 results["newly_initialized_weights"] = names
             results.update(host_info(self.accelerator))
+            results.update(fast_dropout_report())
             return results
         runtime = max(totals["runtime"], 1e-9)
         results["train_steps"] = self.completed_steps
@@ -558,6 +560,7 @@ class TrainingRun:
             results["train_tokens_per_second"] = round(totals["tokens"] / runtime, 3)
             results["train_padding_fraction"] = round(totals["padding"] / (totals["padding"] + totals["tokens"]), 4)
         results.update(host_info(self.accelerator))  # what ran it: device, bf16 native or emulated, threads
+        results.update(fast_dropout_report())  # with --fast_dropout: what it replaced
         return results
 
     def save(self, model, tokenizer, results):

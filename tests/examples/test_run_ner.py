@@ -233,13 +233,15 @@ def test_speed_switches_group_by_length_fused_adamw_bf16_learn(tmp_path, ner_dat
     launch("run_ner.py", common_args(tiny_ner_bert, tmp_path, train_file=directory / "train.jsonl",
                                      validation_file=directory / "validation.jsonl", num_train_epochs=2,
                                      group_by_length=True, optim="adamw_torch_fused", checkpointing_steps=30,
-                                     reuse_cpu_memory=True, **extra))
+                                     reuse_cpu_memory=True, fast_dropout=True, **extra))
     results = read_results(tmp_path)
     assert results["train_steps"] == 60  # 240 sentences / 8 per batch x 2 epochs
     assert results["eval_f1"] > max(0.6, untrained_f1 + 0.4), (results["eval_f1"], untrained_f1)
     groups = torch.load(tmp_path / "step_30" / "optimizer.bin", weights_only=True)["param_groups"]
     assert all(group["fused"] for group in groups)
     assert results["host_reuse_cpu_memory"] is True  # --reuse_cpu_memory took effect in the launched process
+    # --fast_dropout replaced the BERT's dropout modules (embeddings + 3 per layer) and its attention
+    assert results["fast_dropout_modules_replaced"] >= 3 and results["fast_dropout_attention_switched"] is True
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_ner_bert)
     words = [[w[0] for w in sentence] for sentence in splits["train"]]

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaModel, MarianConfig, MarianMTModel
 
-from common.fast_dropout import enable_fast_dropout, fast_dropout, functional_fast_dropout
+from common.fast_dropout import enable_fast_dropout, fast_dropout, fast_dropout_report, functional_fast_dropout
 
 TORCH_DROPOUT = functional_fast_dropout.torch_dropout
 
@@ -167,3 +167,17 @@ def test_a_model_that_only_logs_instead_of_switching_its_attention_reports_false
     attention = model.config._attn_implementation
     assert enable_fast_dropout(model)[1] is False
     assert model.config._attn_implementation == attention
+
+
+def test_the_report_says_what_was_replaced():
+    bert = BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                intermediate_size=64))
+    enable_fast_dropout(bert)
+    assert fast_dropout_report() == {"fast_dropout_modules_replaced": 4, "fast_dropout_attention_switched": True,
+                                     "fast_dropout_functional_calls": False}  # embeddings + 3 in the layer
+    enable_fast_dropout(tiny_marian())
+    assert fast_dropout_report() == {"fast_dropout_modules_replaced": 0, "fast_dropout_attention_switched": False,
+                                     "fast_dropout_functional_calls": True}
+    enable_fast_dropout(nn.Linear(2, 2))  # nothing to change: all zero, so all_results.json shows it
+    assert fast_dropout_report() == {"fast_dropout_modules_replaced": 0, "fast_dropout_attention_switched": False,
+                                     "fast_dropout_functional_calls": False}

@@ -154,7 +154,6 @@ def without_flags(flags, names):
     return [token for group in split_flags(flags) if group[0] not in names for token in group]
 
 
-
 # bf16 + length grouping + fused AdamW + fast dropout + heap reuse (--mixed_precision bf16 pads to multiples of 8 by
 # default)
 ALL = read_best_flags()

@@ -185,12 +185,12 @@ def _eager_functional_dropout(input, p, training, inplace):
 functional_fast_dropout.torch_dropout = _TORCH_FUNCTIONAL_DROPOUT
 
 
-def _calls_functional_dropout(module):
-    """True when the source text of `type(module).forward` contains `F.dropout(` or `functional.dropout(` (a
+def _calls_functional_dropout(module_class):
+    """True when the source text of `module_class.forward` contains `F.dropout(` or `functional.dropout(` (a
     text match: a comment counts too; False when the source cannot be read: built-in classes, classes defined
     in an interactive session)."""
     try:
-        return bool(_FUNCTIONAL_CALL.search(inspect.getsource(type(module).forward)))
+        return bool(_FUNCTIONAL_CALL.search(inspect.getsource(module_class.forward)))
     except (OSError, TypeError):
         return False
 
@@ -244,7 +244,7 @@ def enable_fast_dropout(model):
             if type(child) is nn.Dropout:
                 setattr(parent, name, FastDropout(child.p).train(child.training))
                 replaced += 1
-    functional = any(_calls_functional_dropout(module) for module in model.modules())
+    functional = any(_calls_functional_dropout(cls) for cls in {type(module) for module in model.modules()})
     if functional:
         nn.functional.dropout = functional_fast_dropout
         for module in model.modules():

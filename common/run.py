@@ -189,6 +189,13 @@ def check_run_settings(checkpoint, current, ignore_mismatch=False):
     return differences
 
 
+def what_ran(accelerator):
+    """The `all_results.json` keys that say what ran the job: `common.hardware.host_info` (device, bf16 native or
+    emulated, threads, heap reuse) and, with `--fast_dropout`, `common.fast_dropout.fast_dropout_report` (what it
+    replaced). Returns a flat dict."""
+    return {**host_info(accelerator), **fast_dropout_report()}
+
+
 class TrainingRun:
     """The counters and hooks of one training run (see the module docstring for the loop it serves).
 
@@ -547,8 +554,7 @@ class TrainingRun:
             names = sorted({name for report in untrained for name in report["weights"]})
             if names:
                 results["newly_initialized_weights"] = names
-            results.update(host_info(self.accelerator))
-            results.update(fast_dropout_report())
+            results.update(what_ran(self.accelerator))
             return results
         runtime = max(totals["runtime"], 1e-9)
         results["train_steps"] = self.completed_steps
@@ -559,8 +565,7 @@ class TrainingRun:
         if totals["tokens"] + totals["padding"] > 0:
             results["train_tokens_per_second"] = round(totals["tokens"] / runtime, 3)
             results["train_padding_fraction"] = round(totals["padding"] / (totals["padding"] + totals["tokens"]), 4)
-        results.update(host_info(self.accelerator))  # what ran it: device, bf16 native or emulated, threads
-        results.update(fast_dropout_report())  # with --fast_dropout: what it replaced
+        results.update(what_ran(self.accelerator))
         return results
 
     def save(self, model, tokenizer, results):

@@ -125,15 +125,21 @@ def test_model_trains_with_fast_dropout_and_uses_it():
     torch.manual_seed(1)
     c = model(input_ids=input_ids).logits
     assert not torch.allclose(a, b) and torch.equal(a, c)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = training_losses(model, 30, 1e-2, input_ids=input_ids, labels=labels)
+    assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
+
+
+def training_losses(model, steps, learning_rate, **batch):
+    """The losses of `steps` AdamW steps of `model` on the same `batch` (keyword arguments of its forward)."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
     losses = []
-    for _ in range(30):
-        loss = model(input_ids=input_ids, labels=labels).loss
+    for _ in range(steps):
+        loss = model(**batch).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
         losses.append(loss.item())
-    assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
+    return losses
 
 
 def test_saved_model_loads_without_the_registration(tmp_path):

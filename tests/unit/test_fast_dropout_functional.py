@@ -2,6 +2,7 @@
 and the attention switch's rule (only where the config's attention dropout is above 0)."""
 
 import torch
+from test_fast_dropout import training_losses
 from torch import nn
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaModel, MarianConfig, MarianMTModel
 
@@ -115,14 +116,7 @@ def test_marian_uses_fast_dropout_keeps_its_attention_and_trains():
         torchs = reference(input_ids=input_ids, labels=labels).loss
     assert torch.equal(fast, again)  # seeded
     assert not torch.equal(fast.detach(), torchs)  # other masks than torch's dropout draws
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    losses = []
-    for _ in range(40):
-        loss = model(input_ids=input_ids, labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        losses.append(loss.item())
+    losses = training_losses(model, 40, 3e-3, input_ids=input_ids, labels=labels)
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
 
 

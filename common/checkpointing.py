@@ -53,6 +53,9 @@ def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total
     if stream_state is not None:
         tmp.mkdir(parents=True, exist_ok=True)
         save_stream_state(tmp, accelerator.process_index, stream_state)
+    from .preemption import pause_here  # (preemption imports this module)
+
+    pause_here(accelerator, ("saving", name))  # EXAMPLES_PAUSE_AT="saving <name>": a partial checkpoint, by choice
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         progress = {"completed_steps": completed_steps, "epoch": epoch, "name": name, **(extra or {})}

@@ -10,8 +10,12 @@ takes effect at the next optimizer step, if any: an evaluation-only run finishes
 """
 
 import contextlib
+import os
+import re
 import signal
 import sys
+import time
+from pathlib import Path
 
 import torch
 
@@ -49,6 +53,58 @@ def sigterm_checkpointing():
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _received["signal"] = None
+
+
+# Stopping a run at a chosen point by construction, for tests of interrupted runs (tests/examples/test_resume_all.py)
+# and for anyone reproducing a preemption by hand: the main process pauses there until a signal arrives.
+PAUSE_AT_ENV = "EXAMPLES_PAUSE_AT"  # "after_step N" or "saving step_N"
+PAUSE_FILE_ENV = "EXAMPLES_PAUSE_FILE"  # written (with the pause point) once the process is paused there
+PAUSE_POINTS = ("after_step", "saving")
+_PAUSE_SYNTAX = re.compile(r"^\s*(?:after_step\s+(?P<step>\d+)|saving\s+(?P<name>(?:step|epoch)_\d+))\s*$")
+
+
+def pause_point(environ=None):
+    """The pause point asked for in the environment, or None: `EXAMPLES_PAUSE_AT="after_step N"` pauses the main
+    process once optimizer step N is done (before its logging, checkpoint and preemption check);
+    `EXAMPLES_PAUSE_AT="saving step_N"` (or `epoch_N`) pauses it inside the save of that checkpoint, after
+    `accelerator.save_state` wrote the state into the temporary folder and before the checkpoint is made complete
+    (the moment a kill leaves a partial checkpoint that a resume must ignore). See `pause_here`.
+
+    Returns:
+        ("after_step", N) with N an int >= 1, ("saving", "step_N" | "epoch_N"), or None when the variable is unset
+        or empty.
+
+    Raises:
+        ValueError: naming EXAMPLES_PAUSE_AT, its value and the expected forms, when it is set to anything else
+            (checked before the first training step, by `common.run.TrainingRun`).
+    """
+    value = (os.environ if environ is None else environ).get(PAUSE_AT_ENV, "")
+    if not value.strip():
+        return None
+    match = _PAUSE_SYNTAX.match(value)
+    if match is None or (match["step"] is not None and int(match["step"]) < 1):
+        raise ValueError(f"{PAUSE_AT_ENV}={value!r}: expected 'after_step N' (an optimizer step N >= 1) or "
+                         "'saving step_N' / 'saving epoch_N' (a checkpoint name).")
+    return ("after_step", int(match["step"])) if match["step"] is not None else ("saving", match["name"])
+
+
+def pause_here(accelerator, point):
+    """Pauses the main process at `point` when `EXAMPLES_PAUSE_AT` names it, until SIGTERM/SIGUSR1 is recorded
+    (then it returns and the run goes on to the preemption checkpoint) or the process is killed; first writes
+    `EXAMPLES_PAUSE_FILE` (if set) with the point, e.g. "after_step 12", so that a waiting test knows where the run
+    stands. The other processes do not pause: they wait for the main process in the next collective. Does nothing
+    (no system call) when the variable is unset or names another point.
+
+    Args:
+        accelerator: the run's `Accelerator` (only `is_main_process` is read).
+        point: ("after_step", N) or ("saving", checkpoint name), as `pause_point` returns.
+    """
+    if not accelerator.is_main_process or pause_point() != point:
+        return
+    if os.environ.get(PAUSE_FILE_ENV):
+        Path(os.environ[PAUSE_FILE_ENV]).write_text(f"{point[0]} {point[1]}\n")
+    while not signal_received():
+        time.sleep(0.01)
 
 
 def signal_received():

@@ -61,7 +61,7 @@ from .checkpointing import (
 from .fast_dropout import fast_dropout_report
 from .hardware import host_info
 from .launch import loaded_weight_reports
-from .preemption import exit_preempted, signal_received
+from .preemption import exit_preempted, pause_here, pause_point, signal_received
 from .reporting import format_summary, make_progress_bar
 from .saving import push_to_hub, save_model, write_all_results
 from .streaming import load_stream_state
@@ -214,6 +214,7 @@ class TrainingRun:
     Raises:
         RuntimeError: when the prepared DataLoader's length differs from the one the step plan (and so the
             learning-rate schedule) was computed for.
+        ValueError: when the environment variable EXAMPLES_PAUSE_AT is malformed (`common.preemption.pause_point`).
     """
 
     def __init__(self, accelerator, args, plan, train_dataloader, optimizer, logger):
@@ -249,6 +250,7 @@ class TrainingRun:
         self._preempt_after_epoch = False
         self._start = time.perf_counter()
         self.progress_bar = None
+        pause_point()  # a malformed EXAMPLES_PAUSE_AT stops here, before the first step
         self._log_banner()
 
     # ----- start and resume -----
@@ -391,6 +393,7 @@ class TrainingRun:
             `self.finished`: True once `max_train_steps` optimizer steps are done (the loop then breaks).
         """
         self.completed_steps += 1
+        pause_here(self.accelerator, ("after_step", self.completed_steps))  # EXAMPLES_PAUSE_AT (tests)
         learning_rate, self._next_lr = self._next_lr, self.optimizer.param_groups[0]["lr"]
         stats = torch.stack([
             self._window_loss,

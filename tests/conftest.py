@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,39 @@ def launch(script, args, num_processes=1, env=None, timeout=600, check=True):
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout[-6000:]}")
     return result
+
+
+def start_paused(script, args, pause_at, log_path, env=None, timeout=300):
+    """Starts `python examples/<script> <args>` on one process (no launcher, so a signal reaches the script itself)
+    with `EXAMPLES_PAUSE_AT=pause_at` (`common.preemption.pause_point`: "after_step N" or "saving step_N") and
+    returns the `Popen` once the run is paused there: stopped at that point by construction, whatever the host's
+    speed, until the test sends a signal. stdout and stderr (with tqdm's progress) go to `log_path` (a file, not a
+    pipe: a full pipe would block the run before it pauses).
+
+    Raises:
+        AssertionError: with the end of the log, when the run ends without pausing there (e.g. it has fewer steps,
+            or the point is never reached) or `timeout` seconds pass first.
+    """
+    pause_file = Path(f"{log_path}.paused")
+    pause_file.unlink(missing_ok=True)
+    full_env = {**os.environ, **OFFLINE_ENV, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1",
+                "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", **(env or {}),
+                "EXAMPLES_PAUSE_AT": pause_at, "EXAMPLES_PAUSE_FILE": str(pause_file)}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([sys.executable, str(EXAMPLES / script), *map(str, args)], env=full_env,
+                                   stdout=log, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + timeout
+    while not pause_file.exists():
+        if process.poll() is not None:
+            raise AssertionError(f"{script} ended (exit {process.returncode}) without pausing at {pause_at!r}:\n"
+                                 f"{Path(log_path).read_text(errors='replace')[-3000:]}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"{script} not paused at {pause_at!r} after {timeout} s:\n"
+                                 f"{Path(log_path).read_text(errors='replace')[-3000:]}")
+        time.sleep(0.02)
+    assert pause_file.read_text().split() == pause_at.split(), pause_file.read_text()
+    return process
 
 
 def _free_port():

@@ -30,7 +30,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+# The folder this file sits in, links not resolved: a copy of the checkout made of links (the docs-run test's
+# mirror) keeps its workspace in that copy, not in the checkout the links point to.
+REPO = Path(os.path.abspath(__file__)).parents[1]
 WORKSPACE = REPO / ".mutation"
 DOC = REPO / "docs" / "mutation.md"
 

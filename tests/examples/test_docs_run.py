@@ -27,7 +27,10 @@ A marker comment on the line before the fence picks how the block is tested:
 - `<!-- docs-test: skip: <reason> -->`: not run; the reason (Hub-only, two machines, the test suite itself, ...) is
   required and shown in the skip;
 - `; shorten: <flags>` at the end of a fast or slow marker appends these flags after `SHORTEN`, for a block whose
-  script needs more than the default (e.g. `--max_train_samples 256` where every class must occur in training).
+  script needs more than the default (e.g. `--max_train_samples 256` where every class must occur in training);
+- `; expect: <paths>` names files (relative to the repository) that the block must write, for a block of a tool
+  that is not a task script (`tools/mutation.py`): such a block passes when it exits 0 and every named file was
+  written while it ran; it need not start a task script (one that it starts is still checked as above).
 
 Blocks that read `../shared/data` skip when `SHARED_DATA_DIR` is absent. A command in a fence that is not marked
 `bash` (e.g. an unlabelled ```) fails `test_commands_are_in_bash_blocks`, so a command cannot hide from this test.
@@ -39,6 +42,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +58,7 @@ SHORTEN = ["--max_train_samples", "32", "--max_eval_samples", "16", "--max_predi
            "--max_train_steps", "2"]
 MARKER = re.compile(r"^<!--\s*docs-test:\s*(?P<mode>\w+)\s*(?::\s*(?P<reason>.*?))?\s*-->\s*$")
 MODES = ("fast", "slow", "skip")
+MARKER_OPTION = re.compile(r";\s*(shorten|expect):")  # after the reason (which may itself hold other semicolons)
 SCRIPT = re.compile(r"(?:^|/)examples/run_\w+\.py$")
 # The first word of a line that is a shell command (for fences not marked bash).
 COMMAND_WORDS = ("python", "python3", "accelerate", "make", "pip", "MODEL=", "export", "ACCELERATE_USE_CPU=",
@@ -69,6 +74,7 @@ class DocBlock:
     mode: str  # fast | slow | skip
     reason: str
     shorten: tuple = ()  # flags appended after SHORTEN (the marker's `; shorten: ...`)
+    expect: tuple = ()  # files the block must write, relative to the repository (the marker's `; expect: ...`)
 
     @property
     def name(self):
@@ -97,13 +103,15 @@ def extract_blocks(path, text=None):
             marker = MARKER.match(previous.strip())
             mode, reason = ("slow", "no marker: make test-all") if marker is None else (
                 marker["mode"], marker["reason"] or "")
-            reason, _, shorten = reason.partition("; shorten:")
-            reason, shorten = reason.strip(), tuple(shlex.split(shorten))
+            reason, *options = MARKER_OPTION.split(reason)  # [reason, name, value, name, value, ...]
+            options = {name: tuple(shlex.split(value)) for name, value in zip(options[::2], options[1::2])}
+            reason = reason.strip()
             if mode not in MODES:
                 raise ValueError(f"{path}:{start + 1}: docs-test marker mode {mode!r}; expected one of {MODES}")
             if mode == "skip" and not reason:
                 raise ValueError(f"{path}:{start + 1}: `docs-test: skip` needs a reason (`skip: <why>`)")
-            blocks.append(DocBlock(path, start + 1, "\n".join(lines[start + 1:end]) + "\n", mode, reason, shorten))
+            blocks.append(DocBlock(path, start + 1, "\n".join(lines[start + 1:end]) + "\n", mode, reason,
+                                   options.get("shorten", ()), options.get("expect", ())))
         i = end + 1
     return blocks
 
@@ -191,7 +199,8 @@ def run_block(block, tmp_path, timeout=BLOCK_TIMEOUT_S):
 
     Raises:
         AssertionError: naming the block (file:line) when the block exits non-zero (with the end of its output),
-            starts no task script, or a script run left no `all_results.json` with an `eval_*` value.
+            starts no task script (unless it has `expect`), a script run left no `all_results.json` with an
+            `eval_*` value, or a file named by `expect` was not written while the block ran.
     """
     repo = mirror_repository(tmp_path)
     log = tmp_path / "script_runs.jsonl"
@@ -202,6 +211,7 @@ def run_block(block, tmp_path, timeout=BLOCK_TIMEOUT_S):
            "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
            "SHARED_DATA_DIR": str(tmp_path / "shared" / "data")}
     env.pop("ACCELERATE_USE_CPU", None)  # the block says it where it is needed
+    started = time.time()
     result = subprocess.run(["bash", "-e", "-o", "pipefail", str(script)], cwd=repo, env=env, timeout=timeout,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert result.returncode == 0, (
@@ -209,7 +219,11 @@ def run_block(block, tmp_path, timeout=BLOCK_TIMEOUT_S):
         f"{result.stdout[-5000:]}"
     )
     runs = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    assert runs, f"{block.name}: the block started no examples/run_*.py script:\n{block.text}"
+    for name in block.expect:
+        written = repo / name
+        assert written.is_file() and written.stat().st_mtime >= started - 1, (
+            f"{block.name}: the block did not write {name}:\n{block.text}")
+    assert runs or block.expect, f"{block.name}: the block started no examples/run_*.py script:\n{block.text}"
     for run in runs:
         output_dir = output_dir_of(run)
         assert output_dir is not None, f"{block.name}: no --output_dir in {shlex.join(run['args'])}"
@@ -293,6 +307,9 @@ def test_markers_and_fences_are_checked(tmp_path):
     text = "<!-- docs-test: slow: big; shorten: --max_train_samples 256 -->\n```bash\nx\n```\n"
     (block,) = extract_blocks(page, text)
     assert (block.reason, block.shorten) == ("big", ("--max_train_samples", "256"))
+    text = "<!-- docs-test: slow: a tool; a minute; expect: .mutation/a.json b.md -->\n```bash\nx\n```\n"
+    (block,) = extract_blocks(page, text)  # a semicolon in the reason is the reason's
+    assert (block.reason, block.shorten, block.expect) == ("a tool; a minute", (), (".mutation/a.json", "b.md"))
     assert commands_outside_bash_blocks(page, "```\npython examples/x.py\n# out\n```\n```bash\nmake\n```\n") == [
         (2, "python examples/x.py")]
 
@@ -314,6 +331,13 @@ def test_a_doc_with_an_unrunnable_command_fails(tmp_path):
     (block,) = extract_blocks(page, "```bash\necho no script here\n```\n")
     with pytest.raises(AssertionError, match="page.md:1: the block started no examples/run_"):
         run_block(block, tmp_path / "run3")
+    # A tool's block (`expect`): the files it names must be written while it runs.
+    (block,) = extract_blocks(page, "<!-- docs-test: slow: t; expect: out/r.md -->\n```bash\necho > other.md\n```\n")
+    with pytest.raises(AssertionError, match="page.md:2: the block did not write out/r.md"):
+        run_block(block, tmp_path / "run4")
+    (block,) = extract_blocks(page, "<!-- docs-test: slow: t; expect: out/r.md -->\n```bash\nmkdir out\n"
+                                    "echo > out/r.md\n```\n")
+    assert run_block(block, tmp_path / "run5") == []
 
 
 @pytest.mark.slow  # imports the script's libraries: about 2 minutes on the loaded 2 cores

@@ -1,18 +1,14 @@
 """Killed and preempted runs: `--resume_from_checkpoint latest` with the unchanged command finishes
-with exactly the weights of an uninterrupted run (one process; tolerance: bit-identical)."""
+with exactly the weights of an uninterrupted run (one process; tolerance: bit-identical). Each run is stopped at
+its point by construction (`conftest.start_paused`, `EXAMPLES_PAUSE_AT`), not by racing a watcher."""
 
-import os
-import random
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import EXAMPLES, OFFLINE_ENV, launch, read_results
+from conftest import launch, read_results, start_paused
 
 PREEMPTED_EXIT_CODE = 75
 
@@ -22,21 +18,6 @@ def glue_command(tiny_bert, data, out):
             data["validation"], "--num_train_epochs", "12", "--gradient_accumulation_steps", "2",
             "--learning_rate", "2e-3", "--per_device_train_batch_size", "8", "--seed", "3",
             "--checkpointing_steps", "4", "--resume_from_checkpoint", "latest", "--output_dir", out]
-
-
-def start_direct(args):
-    """`python examples/run_glue.py ...` (one process, no launcher), so signals reach the script."""
-    env = {**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, str(EXAMPLES / "run_glue.py"), *map(str, args)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def wait_for(path, process, timeout=180):
-    deadline = time.time() + timeout
-    while not path.exists():
-        assert process.poll() is None, process.stdout.read()[-3000:]
-        assert time.time() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
 
 
 def assert_same_weights(a_dir, b_dir):
@@ -58,30 +39,35 @@ def uninterrupted(tmp_path_factory, tiny_bert, classification_data):
 def test_sigterm_checkpoints_and_exits_then_resumes_exactly(tmp_path, tiny_bert, classification_data, uninterrupted):
     out = tmp_path / "out"
     command = glue_command(tiny_bert, classification_data, out)
-    process = start_direct(command)
-    wait_for(out / "step_8", process)
+    # Paused after optimizer step 10 (of 180) by construction, then SIGTERM: that step is finished and saved.
+    process = start_paused("run_glue.py", command, "after_step 10", tmp_path / "preempted.log")
     process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=300)
+    process.wait(timeout=300)
+    output = (tmp_path / "preempted.log").read_text()
     assert process.returncode == PREEMPTED_EXIT_CODE, output[-3000:]
-    assert "Preempted: saved" in output
+    assert f"Preempted: saved {out / 'step_10'}" in output
     assert not (out / "all_results.json").exists()
-    steps = sorted(int(p.name[5:]) for p in out.glob("step_*"))
-    assert steps and steps[-1] >= 8
-    launch("run_glue.py", command)  # the same command, again
+    assert sorted(int(p.name[5:]) for p in out.glob("step_*")) == [4, 8, 10]
+    resumed = launch("run_glue.py", command)  # the same command, again
+    assert f"Resuming from {out / 'step_10'}" in resumed.stdout
     assert_same_weights(uninterrupted, out)
     assert read_results(out)["eval_accuracy"] == read_results(uninterrupted)["eval_accuracy"]
 
 
 @pytest.mark.slow  # 3 launches; make test keeps the SIGTERM case and run_glue's exact resume
-def test_sigkill_at_a_random_moment_then_resumes_exactly(tmp_path, tiny_bert, classification_data, uninterrupted):
+def test_sigkill_while_saving_a_checkpoint_then_resumes_exactly(tmp_path, tiny_bert, classification_data,
+                                                                uninterrupted):
     out = tmp_path / "out"
     command = glue_command(tiny_bert, classification_data, out)
-    process = start_direct(command)
-    wait_for(out / "step_4", process)
-    time.sleep(random.Random().uniform(0.0, 1.5))  # anywhere after the first checkpoint, even inside a save
+    # Killed inside the save of step_8, after the state is written and before the checkpoint is complete.
+    process = start_paused("run_glue.py", command, "saving step_8", tmp_path / "killed.log")
     process.kill()
-    process.communicate()
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
     assert not (out / "all_results.json").exists()
-    launch("run_glue.py", command)
+    assert [p.name for p in out.glob("step_*")] == ["step_4"] and (out / ".tmp-step_8").is_dir()
+    resumed = launch("run_glue.py", command)
+    assert f"Resuming from {out / 'step_4'}" in resumed.stdout  # the partial step_8 is ignored, then replaced
+    assert not list(out.glob(".tmp-*"))
     assert_same_weights(uninterrupted, out)
     assert read_results(out)["train_steps"] == read_results(uninterrupted)["train_steps"]

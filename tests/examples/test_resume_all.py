@@ -3,10 +3,15 @@
 Each script is started on one process with `--checkpointing_steps N --resume_from_checkpoint latest`,
 stopped part-way, and restarted with the unchanged command:
 
-* SIGKILL at a random optimizer step after the first complete checkpoint exists (possibly in the middle of
-  writing a later checkpoint, which must then be ignored);
+* SIGKILL at a random optimizer step after the first complete checkpoint exists, or in the middle of writing a
+  later checkpoint (which must then be ignored);
 * SIGTERM at a random step (a preempted job): the script finishes the optimizer step, writes `step_K`,
   exits with 75 (EX_TEMPFAIL) and writes no results.
+
+The run is stopped at the drawn point by construction, not by a watcher racing the training: it is started with
+`EXAMPLES_PAUSE_AT` (common/preemption.py), its main process pauses there until a signal comes, and the test sends
+the signal only once the run says it is paused (`conftest.start_paused`). Each test then asserts that the kill
+landed there: the exact checkpoints on disk, the partial one, the checkpoint the resume starts from.
 
 The final weights must be bit-identical (`torch.equal`, tolerance 0) to those of an uninterrupted run of the
 same command (one process, so every operation is replayed in the same order), and the evaluation metrics
@@ -24,9 +29,6 @@ import os
 import random
 import re
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import test_run_clm
@@ -42,7 +44,7 @@ import test_run_translation
 import torch
 from safetensors.torch import load_file
 
-from conftest import EXAMPLES, OFFLINE_ENV, build_tiny_bert, launch, read_results
+from conftest import build_tiny_bert, launch, read_results, start_paused
 
 PREEMPTED_EXIT_CODE = 75
 # Timing entries differ between any two runs; everything else in all_results.json is compared.
@@ -285,42 +287,29 @@ def setup(tmp_path_factory):
 
 
 # ------------------------------------------------------------------ helpers
-def start_direct(script, args, log_path):
-    """`python examples/<script> ...` on one process (no launcher, so the signal reaches the script itself);
-    stdout and stderr (with tqdm's progress) go to `log_path`."""
-    env = {**os.environ, **OFFLINE_ENV, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-    log = open(log_path, "w")
-    process = subprocess.Popen([sys.executable, str(EXAMPLES / script), *map(str, args)], env=env, stdout=log,
-                               stderr=subprocess.STDOUT, text=True)
-    log.close()
-    return process
+def draw_stop(script, sig, every, total):
+    """Where the run is stopped: (point, resumed_from) with `point` an `EXAMPLES_PAUSE_AT` value and `resumed_from`
+    the checkpoint that a resume after SIGKILL there must start from.
 
-
-def progress(log_path, total):
-    """The last optimizer-step count tqdm printed ("  17/45 [..."), 0 before the first."""
-    counts = re.findall(rf"(\d+)/{total} \[", log_path.read_text(errors="replace"))
-    return int(counts[-1]) if counts else 0
-
-
-def stop_at_random_step(script, command, out, every, total, log_path, sig):
-    """Starts the command, waits for the first complete checkpoint `step_{every}`, then for a random later
-    optimizer step (tqdm's count), and sends `sig`. Returns (process, target step, step seen when signalled).
-
-    The target is drawn from `random.Random(f"{KILL_SEED}:{script}:{signal name}")`: the same seed gives the same
-    target for the same script and signal (string seeds are hashed with SHA-512, independent of PYTHONHASHSEED)."""
-    process = start_direct(script, command(out), log_path)
-    first = out / f"step_{every}"
+    Drawn from `random.Random(f"{KILL_SEED}:{script}:{signal name}")` (the same seed gives the same point for the
+    same script and signal; string seeds are hashed with SHA-512, independent of PYTHONHASHSEED):
+    - SIGKILL: half the time after a random optimizer step in (every, total) -- after its update, before its
+      checkpoint -- and half the time while the run writes a random checkpoint `step_{k * every}` (k >= 2), after
+      `save_state` and before the checkpoint is complete: the partial folder must be ignored on resume. Either
+      way the last complete checkpoint is the one before the point.
+    - SIGTERM: after a random optimizer step in [1, total): that step's checkpoint is saved, then exit 75.
+    """
     rng = random.Random(f"{KILL_SEED}:{script}:{signal.Signals(sig).name}")
-    target = rng.randint(every, max(every, total - max(4, total // 4)))
-    deadline = time.time() + 300
-    while not first.exists() or progress(log_path, total) < target:
-        assert process.poll() is None, f"finished before step {target}:\n{log_path.read_text()[-3000:]}"
-        assert time.time() < deadline, f"step {target} not reached:\n{log_path.read_text()[-3000:]}"
-        time.sleep(0.02)
-    seen = progress(log_path, total)
-    process.send_signal(sig)
-    return process, target, seen
+    assert total > every + 1, f"{script}: {total} steps leave no step after the first checkpoint step_{every}"
+    if sig == signal.SIGTERM:
+        step = rng.randint(1, total - 1)
+        return f"after_step {step}", f"step_{step}"
+    savings = [k * every for k in range(2, total) if k * every < total]
+    if savings and rng.random() < 0.5:
+        step = rng.choice(savings)
+        return f"saving step_{step}", f"step_{step - every}"
+    step = rng.randint(every + 1, total - 1)
+    return f"after_step {step}", f"step_{every * ((step - 1) // every)}"
 
 
 def compare_with_uninterrupted(expected_dir, actual_dir):
@@ -343,18 +332,24 @@ def test_sigkill_at_a_random_step_then_same_command_resumes_exactly(name, setup,
         script, command, every, uninterrupted = setup(name)
         total = read_results(uninterrupted)["train_steps"]
         out = tmp_path / "out"
-        process, target, seen = stop_at_random_step(script, command, out, every, total, tmp_path / "killed.log",
-                                                    signal.SIGKILL)
+        point, resumed_from = draw_stop(script, signal.SIGKILL, every, total)
+        process = start_paused(script, command(out), point, tmp_path / "killed.log")
+        process.kill()
         process.wait(timeout=60)
+        # Killed mid-run, at the drawn point: no results, the checkpoints before the point and none after it.
         assert process.returncode == -signal.SIGKILL
         assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
+        complete = sorted(int(p.name[5:]) for p in out.glob("step_*") if (p / "training_progress.json").is_file())
+        assert complete == list(range(every, int(resumed_from[5:]) + 1, every)), (point, complete)
+        if point.startswith("saving"):
+            assert (out / f".tmp-{point.split()[1]}").is_dir()  # the partial save the resume must ignore
         resumed = launch(script, command(out))
-        match = re.search(r"Resuming from (\S+)", resumed.stdout)
-        assert match, resumed.stdout[-3000:]
+        assert f"Resuming from {out / resumed_from}" in resumed.stdout, (point, resumed.stdout[-3000:])
+        assert not list(out.glob(".tmp-*"))
         results = compare_with_uninterrupted(uninterrupted, out)
         metrics = {k: v for k, v in results.items() if k.startswith("eval_")}
-        print(f"{name}: killed at step {seen}/{total} (target {target}), resumed from {match.group(1)}; "
-              f"weights bit-identical; eval metrics equal: {metrics}")
+        print(f"{name}: killed at '{point}' of {total} steps, resumed from {resumed_from}; weights bit-identical; "
+              f"eval metrics equal: {metrics}")
 
 
 @pytest.mark.slow
@@ -364,17 +359,18 @@ def test_sigterm_checkpoints_exits_75_then_same_command_resumes_exactly(name, se
         script, command, every, uninterrupted = setup(name)
         total = read_results(uninterrupted)["train_steps"]
         out = tmp_path / "out"
-        process, target, seen = stop_at_random_step(script, command, out, every, total, tmp_path / "preempted.log",
-                                                    signal.SIGTERM)
+        point, saved = draw_stop(script, signal.SIGTERM, every, total)
+        process = start_paused(script, command(out), point, tmp_path / "preempted.log")
+        process.send_signal(signal.SIGTERM)
         process.wait(timeout=300)
         log = (tmp_path / "preempted.log").read_text()
         assert process.returncode == PREEMPTED_EXIT_CODE, log[-3000:]
-        saved = re.search(r"Preempted: saved \S*step_(\d+)", log)
-        assert saved, log[-3000:]
-        assert int(saved.group(1)) >= seen  # the step being trained when the signal came was finished and saved
-        assert (out / f"step_{saved.group(1)}" / "training_progress.json").is_file()
+        # The step being trained when the signal came (the paused one) was finished and saved, and no later one.
+        assert re.search(rf"Preempted: saved \S*{saved}\b", log), (point, log[-3000:])
+        assert max(int(p.name[5:]) for p in out.glob("step_*")) == int(saved[5:])
+        assert (out / saved / "training_progress.json").is_file()
         assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
         resumed = launch(script, command(out))
-        assert f"Resuming from {out / ('step_' + saved.group(1))}" in resumed.stdout, resumed.stdout[-3000:]
+        assert f"Resuming from {out / saved}" in resumed.stdout, resumed.stdout[-3000:]
         compare_with_uninterrupted(uninterrupted, out)
-        print(f"{name}: SIGTERM at step {seen}/{total}, saved step_{saved.group(1)}, exit 75; weights bit-identical")
+        print(f"{name}: SIGTERM at '{point}' of {total} steps, saved {saved}, exit 75; weights bit-identical")

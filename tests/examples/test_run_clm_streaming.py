@@ -3,19 +3,15 @@
 mid-run checkpoint to the same weights, bit for bit."""
 
 import json
-import os
 import shutil
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
 import train_tokenizer
 from test_run_clm import corpus_lines, load_weights
 
-from conftest import EXAMPLES, OFFLINE_ENV, launch, read_results
+from conftest import launch, read_results, start_paused
 
 BLOCK_SIZE = 32
 STEPS = 20
@@ -97,16 +93,14 @@ def test_streaming_sigterm_checkpoints_the_stream_and_resumes_exactly(shards, tm
 
     launch("run_clm.py", command(tmp_path / "full"))
     out = tmp_path / "preempted"
-    env = {**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([sys.executable, str(EXAMPLES / "run_clm.py"), *map(str, command(out))], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    while not (out / "step_10").exists():
-        assert process.poll() is None, process.stdout.read()[-3000:]
-        time.sleep(0.05)
+    # Paused after optimizer step 13 of 150 by construction (step_10 written), then SIGTERM: step 13 is finished and
+    # saved with every process's stream position, and the run exits 75.
+    process = start_paused("run_clm.py", command(out), "after_step 13", tmp_path / "preempted.log")
     process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=300)
-    assert process.returncode == 75, output[-3000:]  # preempted: the step's checkpoint is written, then exit 75
-    last = max(out.glob("step_*"), key=lambda p: int(p.name[5:]))
-    assert 10 <= int(last.name[5:]) < 150 and (last / "stream_state_0.json").is_file()
+    process.wait(timeout=300)
+    output = (tmp_path / "preempted.log").read_text()
+    assert process.returncode == 75, output[-3000:]
+    assert sorted(p.name for p in out.glob("step_*")) == ["step_10", "step_13"]
+    assert (out / "step_13" / "stream_state_0.json").is_file()
     launch("run_clm.py", command(out))  # the same command, again
     assert_same_run(tmp_path / "full", out)

@@ -8,14 +8,10 @@ different luma), so a pipeline that converts every mode correctly can separate a
 
 import csv
 import json
-import os
 import random
 import re
 import shutil
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +20,7 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
-from conftest import EXAMPLES, OFFLINE_ENV, SHARED_DATA, launch, read_results
+from conftest import SHARED_DATA, launch, read_results, start_paused
 
 SCRIPT = "run_image_classification.py"
 CLASSES = {"blue": (30, 40, 220), "green": (30, 190, 40), "red": (220, 30, 30)}
@@ -290,17 +286,15 @@ def test_sigterm_checkpoints_and_the_same_command_finishes_exactly(image_data, t
                 "--resume_from_checkpoint", "latest", "--output_dir", out]
 
     launch(SCRIPT, command(tmp_path / "full"))
-    env = {**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([sys.executable, str(EXAMPLES / SCRIPT), *map(str, command(tmp_path / "cut"))],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 300
-    while not (tmp_path / "cut" / "step_5").exists():
-        assert process.poll() is None and time.time() < deadline, process.stdout.read()[-3000:]
-        time.sleep(0.05)
+    # Paused after optimizer step 7 by construction (step_5 written, step_10 not yet), then SIGTERM.
+    process = start_paused(SCRIPT, command(tmp_path / "cut"), "after_step 7", tmp_path / "cut.log")
     process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=300)
+    process.wait(timeout=300)
+    output = (tmp_path / "cut.log").read_text()
     assert process.returncode == 75, output[-3000:]
-    assert "Preempted: saved" in output and not (tmp_path / "cut" / "all_results.json").exists()
+    assert f"Preempted: saved {tmp_path / 'cut' / 'step_7'}" in output
+    assert not (tmp_path / "cut" / "all_results.json").exists()
+    assert sorted(p.name for p in (tmp_path / "cut").glob("step_*")) == ["step_5", "step_7"]
     launch(SCRIPT, command(tmp_path / "cut"))
     expected = load_file(tmp_path / "full" / "model.safetensors")
     actual = load_file(tmp_path / "cut" / "model.safetensors")

@@ -1,5 +1,6 @@
 """Unit tests of common/preemption.py: SIGTERM/SIGUSR1 recorded only inside `sigterm_checkpointing`,
-previous handlers restored, and `exit_preempted` writing a resumable step_N checkpoint before exit 75.
+previous handlers restored, `exit_preempted` writing a resumable step_N checkpoint before exit 75, and the
+`EXAMPLES_PAUSE_AT` pause point that stops a run where a test chooses.
 (End-to-end: tests/examples/test_preemption.py and test_resume_all.py send SIGTERM to launched runs.)"""
 
 import json
@@ -13,7 +14,14 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
 from common.checkpointing import PROGRESS_FILE, resolve_checkpoint
-from common.preemption import PREEMPTED_EXIT_CODE, exit_preempted, preemption_requested, sigterm_checkpointing
+from common.preemption import (
+    PREEMPTED_EXIT_CODE,
+    exit_preempted,
+    pause_here,
+    pause_point,
+    preemption_requested,
+    sigterm_checkpointing,
+)
 
 
 @pytest.fixture
@@ -80,3 +88,39 @@ def test_exit_preempted_saves_step_checkpoint_then_exits_75(accelerator, tmp_pat
             parameter.add_(1.0)
     accelerator.load_state(str(checkpoint))
     assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())
+
+
+# ----- EXAMPLES_PAUSE_AT: stopping a run at a chosen point by construction (the end-to-end resume tests' hook)
+@pytest.mark.parametrize("value, expected", [
+    ("", None), ("  ", None), ("after_step 12", ("after_step", 12)), (" after_step  1 ", ("after_step", 1)),
+    ("saving step_8", ("saving", "step_8")), ("saving epoch_0", ("saving", "epoch_0")),
+])
+def test_pause_point_forms(value, expected):
+    assert pause_point({"EXAMPLES_PAUSE_AT": value}) == expected
+    assert pause_point({}) is None
+
+
+@pytest.mark.parametrize("value", ["after_step 0", "after_step", "12", "saving 8", "saving step_x", "before_step 3"])
+def test_pause_point_refuses_other_values_naming_the_variable(value):
+    with pytest.raises(ValueError, match=r"EXAMPLES_PAUSE_AT=.*expected 'after_step N'"):
+        pause_point({"EXAMPLES_PAUSE_AT": value})
+
+
+def test_pause_here_waits_at_its_point_until_a_signal_then_returns(accelerator, monkeypatch, tmp_path):
+    import threading
+    import time
+
+    monkeypatch.setenv("EXAMPLES_PAUSE_AT", "after_step 3")
+    monkeypatch.setenv("EXAMPLES_PAUSE_FILE", str(tmp_path / "paused"))
+    with sigterm_checkpointing():
+        start = time.monotonic()
+        pause_here(accelerator, ("after_step", 2))  # another point: returns at once, writes nothing
+        pause_here(accelerator, ("saving", "step_3"))
+        assert time.monotonic() - start < 0.5 and not (tmp_path / "paused").exists()
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+        timer.start()
+        pause_here(accelerator, ("after_step", 3))  # paused until the timer's SIGTERM is recorded
+        waited = time.monotonic() - start
+        timer.join()
+        assert waited >= 0.5 and preemption_requested(accelerator)
+    assert (tmp_path / "paused").read_text() == "after_step 3\n"

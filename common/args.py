@@ -428,7 +428,9 @@ class ConfigFileArgumentParser(argparse.ArgumentParser):
             mark = getattr(error, "problem_mark", None)
             at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
             self.error(f"{where}: not valid YAML{at}: {getattr(error, 'problem', None) or error}")
-        except (OSError, UnicodeDecodeError) as error:
+        except UnicodeDecodeError as error:
+            self.error(f"{where}: not UTF-8 ({error.reason} at byte {error.start}); save the file as UTF-8")
+        except OSError as error:
             self.error(f"{where}: cannot be read ({error})")
         if data is None:
             return {}

@@ -19,6 +19,31 @@ FILE_FORMATS = {
 SPLIT_FLAGS = {"train": "--train_file", "validation": "--validation_file", "test": "--test_file"}
 
 
+def read_flag_file(flag, path, encoding="utf-8"):
+    """The text of a small file that a flag names (a label map, a template, a recipe), with the same errors as a
+    data file's.
+
+    Args:
+        flag: the flag's name as the user typed it (e.g. "--id2label"), for the message.
+        path: the file.
+        encoding: "utf-8" (default) or "utf-8-sig" (a byte-order mark is then dropped).
+
+    Returns:
+        str, the whole file.
+
+    Raises:
+        ValueError: "<flag> <path>: not UTF-8 (<reason> at byte <offset>) ..." for bytes that are not UTF-8 (e.g. a
+            Latin-1 file), "<flag> <path>: cannot be read (...)" when the file cannot be opened.
+    """
+    try:
+        return Path(path).read_text(encoding=encoding)
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{flag} {path}: not UTF-8 ({error.reason} at byte {error.start}); save the file as UTF-8."
+                         ) from None
+    except OSError as error:
+        raise ValueError(f"{flag} {path}: cannot be read ({error.strerror or error}).") from None
+
+
 def load_data_files(data_files, **builder_kwargs):
     """Loads one local file per split.
 

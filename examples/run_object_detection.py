@@ -210,7 +210,10 @@ def read_coco_json(path, image_dir=None):
     """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 ({error.reason} at byte {error.start}); expected a UTF-8 COCO "
+                         "detection file.") from None
+    except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not a JSON file ({error}); expected a COCO detection file.") from error
     if not isinstance(data, dict):
         raise ValueError(f"{path}: holds a {type(data).__name__}; expected a COCO object with 'images', "

@@ -43,6 +43,7 @@ from transformers import AutoConfig, AutoImageProcessor, AutoModelForSemanticSeg
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES
 
 from common.args import add_common_args, positive_int, validate_common_args
+from common.data import read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -189,12 +190,10 @@ def parse_id2label(text, ignore_index):
         dict {int mask value: str class name}, sorted by value.
 
     Raises:
-        ValueError: naming --id2label when the JSON cannot be read, is not an object, a key is not an integer, a
-            name is empty or repeated, or a key equals --ignore_index.
+        ValueError: naming --id2label when the file is not UTF-8, the JSON cannot be read, is not an object, a key
+            is not an integer, a name is empty or repeated, or a key equals --ignore_index.
     """
-    source = text
-    if os.path.isfile(text):
-        source = Path(text).read_text(encoding="utf-8")
+    source = read_flag_file("--id2label", text) if os.path.isfile(text) else text
     try:
         mapping = json.loads(source)
     except json.JSONDecodeError as error:

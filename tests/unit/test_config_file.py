@@ -194,3 +194,12 @@ def test_two_config_files_are_refused_naming_both(tmp_path, capsys):
     second = write(tmp_path, "output_dir: out\n", "b.yaml")
     message = error_of(capsys, glue, tmp_path, "--config", first, f"--config={second}")
     assert f"--config given 2 times ({first}, {second}): one recipe per run" in message
+
+
+def test_a_recipe_that_is_not_utf8_is_refused_naming_the_file(tmp_path, capsys):
+    """Issue 37 kind 5: a Latin-1 recipe gets the data files' "not UTF-8" message, not a decoder's traceback text."""
+    recipe = tmp_path / "latin1.yaml"
+    recipe.write_bytes("output_dir: caf\u00e9\n".encode("latin-1"))  # 0xE9 at byte 15, then a newline
+    message = error_of(capsys, glue, tmp_path, "--config", str(recipe))
+    assert message.endswith(f"--config {recipe}: not UTF-8 (invalid continuation byte at byte 15); save the file "
+                            "as UTF-8")

@@ -222,3 +222,13 @@ def test_perfect_predictions_score_one_in_original_pixels(both_formats):
         found = torch.cat([xyxy[:, :2], xyxy[:, 2:] - xyxy[:, :2]], dim=1)
         assert torch.allclose(found, torch.tensor(r["boxes"]).reshape(-1, 4).float(), atol=1e-3), r["where"]
     assert sum(len(r["boxes"]) for r in records) > 10 and set(CATEGORY_IDS.values()) == {3, 7}
+
+
+def test_a_coco_file_that_is_not_utf8_is_refused_naming_it(tmp_path):
+    """Issue 37 kind 5: the file's name and "not UTF-8" with the byte offset, not the decoder's text as 'not JSON'."""
+    path = tmp_path / "train.json"
+    data = '{"images": [], "annotations": [], "categories": [{"id": 1, "name": "raton laveur \u00e9"}]}'
+    path.write_bytes(data.encode("latin-1"))
+    offset = data.index("\u00e9")  # the Latin-1 byte 0xE9, which starts no valid UTF-8 sequence before a quote
+    with pytest.raises(ValueError, match=rf"^{path}: not UTF-8 \(invalid continuation byte at byte {offset}\)"):
+        det.read_coco_json(path)

@@ -69,6 +69,17 @@ def test_mask_modes():
         seg.mask_values(colour, "c.png", None, False, 255)
 
 
+def test_id2label_file_that_is_not_utf8_is_refused_naming_the_flag(tmp_path):
+    """Issue 37 kind 5: a Latin-1 --id2label file gets the data files' message (it ended in UnicodeDecodeError)."""
+    path = tmp_path / "id2label.json"
+    data = '{"0": "fond", "1": "cheval \u00e9cum\u00e9"}'
+    path.write_bytes(data.encode("latin-1"))
+    offset = data.index("\u00e9")  # the first Latin-1 byte 0xE9, invalid as UTF-8 before "cum"
+    expected = rf"^--id2label {path}: not UTF-8 \(invalid continuation byte at byte {offset}\)"
+    with pytest.raises(ValueError, match=expected):
+        seg.parse_id2label(str(path), 255)
+
+
 def test_id2label_values_and_class_map(tmp_path):
     path = tmp_path / "id2label.json"
     path.write_text('{"255": "edge", "0": "background", "128": "horse"}')

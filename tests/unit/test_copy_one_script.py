@@ -61,3 +61,18 @@ def test_each_script_copied_alone_with_common_starts(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     started = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("COPY-OK")]
     assert started == SCRIPTS
+
+
+def test_the_copy_installs_from_requirements_txt_alone(tmp_path):
+    """Issue 37 kind 6: the README's install line for a copied script, `pip install -r requirements.txt` in the copy's
+    folder, resolves there (it failed on the file's `-e .` line, this repository's own package, outside the
+    repository). Offline: `--dry-run --no-index` resolves every line against this environment's installed packages."""
+    shutil.copy(REPO / "examples" / "run_glue.py", tmp_path / "run_glue.py")
+    shutil.copytree(REPO / "common", tmp_path / "common", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "requirements.txt", tmp_path / "requirements.txt")
+    readme = (REPO / "README.md").read_text()
+    assert "pip install -r requirements.txt   # in the folder that holds run_<task>.py" in readme
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "-r", "requirements.txt"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "Would install" not in result.stdout  # every requirement is satisfied by what make install installed

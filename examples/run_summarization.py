@@ -50,6 +50,7 @@ from common.tasks.seq2seq import (
     generate_batch,
     generate_texts,
     generated_lengths,
+    generation_diversity,
     load_seq2seq_model,
     train_seq2seq_tokenizer,
 )
@@ -320,8 +321,9 @@ def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
     the same values.
 
     Returns:
-        (metrics, summaries): {"rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len"} (ROUGE on a 0-100 scale;
-        gen_len: mean generated tokens, eos included) and the summaries.
+        (metrics, summaries): {"rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len", "distinct_generations",
+        "most_common_generation_share"} (ROUGE on a 0-100 scale; gen_len: mean generated tokens, eos included; the
+        last two from `generation_diversity`, which warns when most summaries are one text) and the summaries.
     """
     metric = load_metric("rouge", keep_in_memory=True)
     model.eval()
@@ -338,6 +340,7 @@ def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
         raise RuntimeError(f"{len(summaries)} summaries for {len(references)} references.")
     metrics = metric.compute()
     metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
+    metrics.update(generation_diversity(summaries, "summaries"))  # distinct_generations, most_common_..._share
     return metrics, summaries
 
 

@@ -64,6 +64,7 @@ from common.tasks.seq2seq import (
     generate_batch,
     generate_texts,
     generated_lengths,
+    generation_diversity,
     load_seq2seq_model,
     train_seq2seq_tokenizer,
 )
@@ -644,8 +645,9 @@ def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
     the same values.
 
     Returns:
-        (metrics, translations): {"bleu", "chrf", "gen_len"} (BLEU and chrF on a 0-100 scale; gen_len: mean
-        generated tokens, eos included) and the list of translations.
+        (metrics, translations): {"bleu", "chrf", "gen_len", "distinct_generations", "most_common_generation_share"}
+        (BLEU and chrF on a 0-100 scale; gen_len: mean generated tokens, eos included; the last two from
+        `generation_diversity`, which warns when most translations are one text) and the list of translations.
     """
     metric = load_metric("sacrebleu", keep_in_memory=True)
     model.eval()
@@ -662,6 +664,7 @@ def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
         raise RuntimeError(f"{len(translations)} translations for {len(references)} references.")
     metrics = metric.compute()
     metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
+    metrics.update(generation_diversity(translations, "translations"))  # distinct_generations, most_common_..._share
     return metrics, translations
 
 

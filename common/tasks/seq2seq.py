@@ -4,8 +4,12 @@
 - `load_seq2seq_model`: a checkpoint, or a new model from a config whose special-token ids are fitted to the
   tokenizer (`fit_config_to_tokenizer`), and `check_decoder_start_token_id`;
 - `generate_texts`: distributed generation with `pad_across_processes` + `gather_for_metrics` (one text per
-  example, in dataset order, on any number of processes), and `generated_lengths`.
+  example, in dataset order, on any number of processes), and `generated_lengths`;
+- `generation_diversity`: how many generated texts are distinct, reported beside the metric (a collapsed model that
+  writes one string for every input can still score close to a baseline).
 """
+
+from collections import Counter
 
 import torch
 from accelerate.logging import get_logger
@@ -19,6 +23,8 @@ from .config_overrides import apply_config_overrides
 logger = get_logger(__name__)
 
 MODEL_TYPES = sorted(MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
+# More than this share of the generations being one and the same text is warned about.
+IDENTICAL_GENERATIONS_WARNING_SHARE = 0.5
 
 # Model families whose decoder starts with the pad token ("In T5 it is usually set to the pad_token_id",
 # transformers' T5 docs; MarianMT and Pegasus do the same). Used when a new config does not say.
@@ -233,3 +239,27 @@ def generated_lengths(generated, eos_token_id, pad_token_id):
         lengths.append(body.index(eos_token_id) + 1 if eos_token_id in body
                        else sum(t != pad_token_id for t in body))
     return lengths
+
+
+def generation_diversity(texts, what="generations"):
+    """How varied a set of generated texts is; warns (main process) when most of them are the same text.
+
+    Args:
+        texts: the N generated strings of one evaluation (after decoding; compared exactly, whitespace included).
+        what: the texts' name in the warning ("translations", "summaries").
+
+    Returns:
+        {"distinct_generations": number of distinct strings (0 for N = 0),
+         "most_common_generation_share": count of the most frequent string / N, in [0, 1] (0.0 for N = 0)}.
+        Above `IDENTICAL_GENERATIONS_WARNING_SHARE` (0.5) a warning quotes that text and its count.
+    """
+    counts = Counter(texts)
+    if not counts:
+        return {"distinct_generations": 0, "most_common_generation_share": 0.0}
+    text, count = counts.most_common(1)[0]
+    share = count / len(texts)
+    if share > IDENTICAL_GENERATIONS_WARNING_SHARE:
+        logger.warning(f"{count} of {len(texts)} {what} ({share:.0%}) are the same text: {text[:80]!r}; the metric "
+                       "then measures one fixed output, not the model's reading of each input (train longer, or "
+                       "check the learning rate and the data).")
+    return {"distinct_generations": len(counts), "most_common_generation_share": share}

@@ -180,6 +180,9 @@ def test_bart_learns_to_summarize_on_one_process(data, tmp_path):
     assert len(lines) == N_VALIDATION == results["eval_samples"]
     assert lines == greedy_summaries(tmp_path, documents)
     assert results["eval_rouge1"] == pytest.approx(run_summarization.compute_rouge(lines, references)["rouge1"])
+    # How varied the summaries are (issue 37 kind 6), by definition from the written file.
+    assert results["eval_distinct_generations"] == len(set(lines)) > N_VALIDATION // 2
+    assert results["eval_most_common_generation_share"] == max(map(lines.count, lines)) / len(lines)
     untrained = run_summarization.compute_rouge(greedy_summaries(data["model"], documents), references)
     assert results["eval_rouge1"] > untrained["rouge1"] + 30
     assert results["eval_rougeL"] > results["eval_baseline_rougeL"] + 20

@@ -256,6 +256,9 @@ def test_two_processes_write_one_translation_per_validation_pair(bart_two_proces
     assert len(lines) == N_VALIDATION == results["eval_samples"]
     assert lines == greedy_translations(output_dir, list(sources))
     assert results["eval_bleu"] == pytest.approx(bleu(lines, list(references)))
+    # How varied the translations are (issue 37 kind 6), by definition from the written file.
+    assert results["eval_distinct_generations"] == len(set(lines)) > N_VALIDATION // 2
+    assert results["eval_most_common_generation_share"] == max(map(lines.count, lines)) / len(lines)
     untrained_bleu = bleu(greedy_translations(tiny_bart, list(sources)), list(references))
     assert results["eval_bleu"] > untrained_bleu + 20
     assert results["eval_bleu"] > results["eval_baseline_bleu"] + 20

@@ -474,3 +474,18 @@ def test_padding_flags_with_pad_to_max_length_are_refused(tmp_path):
     with pytest.raises(ValueError, match="--pad_to_multiple_of with --pad_to_max_length"):
         refuse_padding_flags_with_max_length(Namespace(**{**vars(accepted), "pad_to_multiple_of": 2}),
                                              "--max_source_length")
+
+
+def test_generation_diversity_counts_distinct_texts_and_warns_when_most_are_one(state, caplog):
+    """Issue 37 kind 6: a collapsed model (the same summary for every input scored ROUGE-1 22.6, near lead-3) is
+    visible in the results: distinct count, the most common text's share, and a warning above half."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        assert seq2seq.generation_diversity(["a b", "a b", "c", "a b "], "summaries") == {
+            "distinct_generations": 3, "most_common_generation_share": 0.5}  # exactly half: no warning
+        assert not caplog.records
+        assert seq2seq.generation_diversity(["x"] * 99 + ["y"], "summaries") == {
+            "distinct_generations": 2, "most_common_generation_share": 0.99}
+    assert "99 of 100 summaries (99%) are the same text: 'x'" in caplog.text
+    assert seq2seq.generation_diversity([]) == {"distinct_generations": 0, "most_common_generation_share": 0.0}

@@ -9,6 +9,7 @@ images. A tiny DETR (ResNet backbone built from its config, 1 encoder + 1 decode
 
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +139,20 @@ def test_two_processes_score_every_image_and_write_coco_results(two_process_run,
     evaluator.summarize()
     assert evaluator.stats[0] == pytest.approx(results["eval_map"], abs=2e-3)  # boxes rounded to 0.01 px
     assert evaluator.stats[1] == pytest.approx(results["eval_map_50"], abs=2e-3)
+    # The central-box baseline beside mAP (issue 37 kind 6), recomputed with pycocotools from the files: one box per
+    # validation image, its central 80 %, of the training file's most frequent category, score 1.
+    counts = Counter(a["category_id"] for a in json.loads(Path(detection_data["train"]).read_text())["annotations"])
+    majority = min(counts, key=lambda c: (-counts[c], c))
+    boxes = [{"image_id": image["id"], "category_id": majority, "score": 1.0,
+              "bbox": [0.1 * image["width"], 0.1 * image["height"], 0.8 * image["width"], 0.8 * image["height"]]}
+             for image in truth.loadImgs(truth.getImgIds())]
+    baseline = COCOeval(truth, truth.loadRes(boxes), iouType="bbox")
+    baseline.evaluate()
+    baseline.accumulate()
+    baseline.summarize()
+    assert results["eval_baseline_map_50"] == pytest.approx(baseline.stats[1])
+    assert results["eval_baseline_map"] == pytest.approx(baseline.stats[0])
+    assert results["baseline"].startswith("one box per image, the central 80% of each side, of the training set's")
 
 
 def test_saved_model_and_processor_load_and_detect(two_process_run):
@@ -212,3 +227,8 @@ def test_raccoon_voc_split_trains_and_scores_every_test_image(tmp_path):
                     "--output_dir", tmp_path / "out"], num_processes=2)
     results = read_results(tmp_path / "out")
     assert results["eval_samples"] == 34 and results["train_steps"] == 4
+    # The central-box baseline is the docs page's "no model" row (0.626 / 0.226, measured there by hand before the
+    # script reported it; the script's own value is 0.6255 mAP@0.5: the hand measurement's box rounding is not
+    # recorded, hence 2e-3).
+    assert results["eval_baseline_map_50"] == pytest.approx(0.626, abs=2e-3)
+    assert results["eval_baseline_map"] == pytest.approx(0.226, abs=2e-3)

@@ -232,3 +232,32 @@ def test_a_coco_file_that_is_not_utf8_is_refused_naming_it(tmp_path):
     offset = data.index("\u00e9")  # the Latin-1 byte 0xE9, which starts no valid UTF-8 sequence before a quote
     with pytest.raises(ValueError, match=rf"^{path}: not UTF-8 \(invalid continuation byte at byte {offset}\)"):
         det.read_coco_json(path)
+
+
+def _record(image_id, box, category, size=100):
+    return {"image_id": image_id, "width": size, "height": size, "boxes": [box], "category_ids": [category],
+            "areas": [box[2] * box[3]], "iscrowd": [0]}
+
+
+def test_central_box_baseline_is_one_box_per_image_of_the_training_majority_category():
+    """Issue 37 kind 6: detection reports a trivial baseline beside mAP. A box that is exactly each image's central
+    80 % scores 1; the same boxes labelled with another category (the training set's majority) score 0."""
+    central = [10.0, 10.0, 80.0, 80.0]  # the central 80 % of a 100 x 100 image
+    validation = [_record(1, central, 1), _record(2, central, 1)]
+    names = {1: "cat", 2: "dog"}
+    right = det.central_box_baseline([_record(3, central, 1)] * 2 + [_record(4, central, 2)], validation, names)
+    assert right == {"baseline": "one box per image, the central 80% of each side, of the training set's most "
+                                 "frequent category (cat)",
+                     "eval_baseline_map": pytest.approx(1.0), "eval_baseline_map_50": pytest.approx(1.0),
+                     "eval_baseline_map_75": pytest.approx(1.0)}
+    wrong = det.central_box_baseline([_record(3, central, 2)], validation, names)
+    assert wrong["eval_baseline_map_50"] == 0.0 and wrong["baseline"].endswith("category (dog)")
+    # Without training data (evaluation only): the validation set's own majority, and the name says so.
+    assert "validation set's most frequent category (cat)" in det.central_box_baseline(None, validation, names)[
+        "baseline"]
+
+
+def test_undefined_coco_values_are_null_not_minus_one():
+    """COCOeval's -1 (no validation object of that size) is reported as None (null), never as a score of -1."""
+    assert det.defined_metrics({"map": 0.25, "map_small": -1.0, "map_large": 0.0}) == {
+        "map": 0.25, "map_small": None, "map_large": 0.0}

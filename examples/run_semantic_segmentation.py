@@ -423,7 +423,8 @@ def scan_pairs(args, dataset, source):
     """Decodes every pair of `dataset` once (before the first training step) and collects its class values.
 
     Returns:
-        list (one per pair) of (mask file name, sorted class values present, `ignore_index` left out).
+        list (one per pair) of (mask file name, sorted class values present, `ignore_index` left out,
+        {value: its pixel count in that mask}).
 
     Raises:
         ValueError: naming `source` and the first bad pair's file(s) (see `load_pair`).
@@ -435,9 +436,46 @@ def scan_pairs(args, dataset, source):
             _, values, name = load_pair(row["image"], row["annotation"], args)
         except ValueError as error:
             raise ValueError(f"{source}, pair {index}: {error}") from error
-        present = np.unique(values)
-        found.append((name, [int(v) for v in present if v != args.ignore_index]))
+        present, counts = np.unique(values, return_counts=True)
+        pixels = {int(v): int(c) for v, c in zip(present, counts) if v != args.ignore_index}
+        found.append((name, list(pixels), pixels))
     return found
+
+
+# A mask value found in the training masks on less than this share of their pixels is warned about (compression
+# noise, a few stray pixels): it would become a class of its own, and mean IoU would average over it.
+RARE_VALUE_SHARE = 1e-3
+
+
+def warn_of_invented_classes(args, pairs, where):
+    """Without --id2label the classes are the values found in the masks; warns (before training) when some of them
+    may be noise rather than classes: values on fewer than `RARE_VALUE_SHARE` (0.1 %) of the pixels, named with
+    their pixel counts, and masks saved as JPEG (lossy) without --mask_threshold.
+
+    Args:
+        pairs: `scan_pairs`' result for the split the classes come from; where: that split's source, for the message.
+
+    Returns:
+        the rare values, sorted (empty when none).
+    """
+    totals = {}
+    for _, _, pixels in pairs:
+        for value, count in pixels.items():
+            totals[value] = totals.get(value, 0) + count
+    all_pixels = sum(totals.values())
+    rare = sorted(v for v, c in totals.items() if c < RARE_VALUE_SHARE * all_pixels)
+    if rare:
+        counts = ", ".join(f"{v}: {totals[v]:,} px" for v in rare)
+        logger.warning(f"{where}: mask value(s) {rare} cover less than {RARE_VALUE_SHARE:.1%} of the {all_pixels:,} "
+                       f"mask pixels ({counts}), yet each becomes a class that mean IoU averages over. If they are "
+                       "noise (lossy masks, stray pixels), pass --id2label with the real classes (the others are "
+                       "then refused by name) or --mask_threshold for binary masks.")
+    lossy = [name for name, _, _ in pairs if str(name).lower().endswith((".jpg", ".jpeg"))]
+    if lossy and args.mask_threshold is None:
+        logger.warning(f"{where}: {len(lossy)} mask(s) are JPEG files (lossy: compression adds values near every "
+                       f"edge), e.g. {lossy[0]}; pass --mask_threshold N for binary masks or --id2label, or save the "
+                       "masks as PNG.")
+    return rare
 
 
 def resolve_classes(args, scanned, sources):
@@ -457,9 +495,10 @@ def resolve_classes(args, scanned, sources):
         values, names = list(args.value_names), list(args.value_names.values())
     else:
         reference = "train" if "train" in scanned else "validation"
-        values = sorted({v for _, present in scanned[reference] for v in present})
+        values = sorted({v for _, present, _ in scanned[reference] for v in present})
         names = [str(v) for v in values]
         where = sources.get(reference, f"the {reference} split")
+        warn_of_invented_classes(args, scanned[reference], where)
         if len(values) < 2:
             raise ValueError(
                 f"{where}: the masks hold {len(values)} class(es) {values} (value {args.ignore_index} is "
@@ -468,7 +507,7 @@ def resolve_classes(args, scanned, sources):
             )
     known = set(values)
     for split, pairs in scanned.items():
-        for name, present in pairs:
+        for name, present, _ in pairs:
             unknown = sorted(set(present) - known)
             if unknown:
                 origin = "--id2label" if args.value_names is not None else sources.get("train", "the training masks")

@@ -251,3 +251,29 @@ def test_class0_baseline_when_class_0_is_absent_from_the_masks():
     assert baseline == {"mean_iou": 0.0, "mean_accuracy": 0.0, "overall_accuracy": 0.0, "iou_background": 0.0,
                         "iou_red": 0.0, "iou_blue": 0.0, "iou_never": None, "accuracy_background": None,
                         "accuracy_red": 0.0, "accuracy_blue": 0.0, "accuracy_never": None}
+
+
+def test_values_on_a_tiny_share_of_pixels_and_jpeg_masks_are_warned_about(caplog):
+    """Issue 37 kind 5, the break-test's example: a 3-class set whose masks also hold three values of compression
+    noise (136, 4 and 1 pixels) would train 6 classes; the warning names the three with their pixel counts."""
+    import logging
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(mask_threshold=None)
+    pixels = [{0: 400_000, 1: 15_000, 2: 10_000, 7: 100}, {0: 30_000, 1: 20_000, 2: 16_000, 7: 36, 9: 4, 200: 1}]
+    pairs = [(f"m{i}.png", list(p), p) for i, p in enumerate(pixels)]
+    with caplog.at_level(logging.WARNING):
+        assert seg.warn_of_invented_classes(args, pairs, "--train_dir d") == [7, 9, 200]
+    assert ("--train_dir d: mask value(s) [7, 9, 200] cover less than 0.1% of the 491,141 mask pixels (7: 136 px, "
+            "9: 4 px, 200: 1 px)") in caplog.text
+    assert "JPEG" not in caplog.text
+    caplog.clear()
+    clean = {0: 40_000, 1: 25_000}
+    jpeg = [("m0.jpg", list(clean), clean)]
+    with caplog.at_level(logging.WARNING):
+        assert seg.warn_of_invented_classes(args, jpeg, "--train_dir d") == []
+    assert "1 mask(s) are JPEG files (lossy" in caplog.text and "e.g. m0.jpg" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # binarised: the JPEG noise is thresholded away
+        seg.warn_of_invented_classes(SimpleNamespace(mask_threshold=127), jpeg, "--train_dir d")
+    assert not caplog.records

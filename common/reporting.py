@@ -139,7 +139,7 @@ def baseline_results(name, metrics, prefix="eval"):
     return results
 
 
-def majority_baseline(train_labels, eval_labels, score, describe=str):
+def majority_baseline(train_labels, eval_labels, score, describe=str, valid=None):
     """The majority-class baseline: every validation example gets the most frequent training label
     (`majority_label`), scored by `score`, the same metric computation as the model's.
 
@@ -150,14 +150,23 @@ def majority_baseline(train_labels, eval_labels, score, describe=str):
         eval_labels: the validation labels, in order (the same examples the model is scored on).
         score: callable(predictions: list) -> {metric: value}.
         describe: callable(label) -> str, the label's name in the baseline's name.
+        valid: optional callable(label) -> bool, the answers a validation example can take (run_multiple_choice:
+            a choice index below the validation rows' number of choices). Training labels outside it are left out
+            of the count, and the name says which: a validation set with 3 choices per row, trained on 4, must not
+            get "choice 3", which none of its rows has (it scored 0.0 where chance is 1/3).
 
     Returns:
         `baseline_results(...)`: {"baseline": "majority class of the training set (<name>)", "eval_baseline_*": ...}.
     """
     eval_labels = list(eval_labels)
-    source = "training" if train_labels is not None and len(train_labels) else "validation"
+    train_labels = list(train_labels) if train_labels is not None else []
+    left_out = sorted({label for label in train_labels if valid is not None and not valid(label)})
+    train_labels = [label for label in train_labels if label not in left_out]
+    source = "training" if train_labels else "validation"
     label = majority_label(train_labels if source == "training" else eval_labels)
     name = f"majority class of the {source} set ({describe(label)})"
+    if left_out:
+        name += f"; training labels that no validation example can take left out: {[describe(x) for x in left_out]}"
     return baseline_results(name, score([label] * len(eval_labels)))
 
 

@@ -558,9 +558,11 @@ def training_function(args):
         eval_metrics, eval_predictions = evaluate(model, eval_dataloader, accelerator)
     results = run.results(eval_metrics)
     eval_labels = eval_dataset["labels"]  # "baseline", eval_baseline_accuracy: always the majority label's choice
+    eval_choices = len(eval_dataset[0]["input_ids"])  # the validation rows' number of choices (one per file)
     results.update(majority_baseline(train_dataset["labels"] if train_dataset is not None else None, eval_labels,
                                      lambda p: load_metric("accuracy", keep_in_memory=True).compute(
-                                         predictions=p, references=eval_labels), describe=lambda i: f"choice {i}"))
+                                         predictions=p, references=eval_labels), describe=lambda i: f"choice {i}",
+                                     valid=lambda i: i < eval_choices))
     run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
 
     # `index<TAB>prediction` lines, the prediction being the chosen choice's 0-based index.

@@ -225,3 +225,28 @@ def test_real_cosmos_qa_split_by_context_loads_and_evaluates(tmp_path):
     results = read_results(out)
     assert results["eval_samples"] == 20 and results["train_steps"] == 2
     assert len(predictions_of(out / "eval_predictions.txt")) == 20
+
+
+def test_baseline_with_fewer_choices_in_validation_than_in_training(tmp_path, tiny_mc_bert):
+    """Issue 37 kind 1, the break-test's example: training rows with 4 choices (the right one most often the 4th),
+    validation rows with 3, in one list column. The baseline was "choice 3", which no validation row has, and
+    scored 0.0; now it is the most frequent training choice that a validation row can have."""
+    def rows(n, seed, num_choices, labels):
+        out = []
+        for i, row in enumerate(multiple_choice_rows(n, seed, num_choices)):
+            row["label"] = labels[i % len(labels)]
+            out.append({"sent1": row["sent1"], "sent2": row["sent2"], "label": row["label"],
+                        "choices": [row[f"ending{k}"] for k in range(num_choices)]})
+        return out
+
+    train = write_rows(tmp_path / "train.jsonl", rows(40, 0, 4, [3, 3, 3, 1, 1, 0, 2]))
+    validation_rows = rows(12, 1, 3, [0, 1, 1, 2])
+    validation = write_rows(tmp_path / "validation.jsonl", validation_rows)
+    launch("run_multiple_choice.py", ["--model_name_or_path", tiny_mc_bert, "--train_file", train,
+                                      "--validation_file", validation, "--choice_columns", "choices",
+                                      "--max_train_steps", "2", *TRAIN, "--output_dir", tmp_path / "out"])
+    results = read_results(tmp_path / "out")
+    # Training choices 3: 18, 1: 12, 0 and 2: 5 each -> choice 1 among 0..2; it is right on 6 of 12 rows.
+    assert results["baseline"] == ("majority class of the training set (choice 1); training labels that no "
+                                   "validation example can take left out: ['choice 3']")
+    assert results["eval_baseline_accuracy"] == sum(r["label"] == 1 for r in validation_rows) / 12 == 0.5

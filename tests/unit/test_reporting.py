@@ -43,6 +43,24 @@ def test_majority_baseline_scores_the_training_majority_on_the_validation_labels
     assert results == {"baseline": "majority class of the validation set (1)", "eval_baseline_accuracy": 0.6}
 
 
+def test_majority_baseline_leaves_out_training_labels_the_validation_rows_cannot_take():
+    """Issue 37 kind 1, the break-test's example: trained on 4 choices per row (choice 3 most often), validated on
+    3 per row. The baseline said "choice 3", which no validation row has, and scored 0.0 where chance is 1/3; now it
+    is the most frequent training choice among 0..2 (choice 1), scored on the validation labels."""
+    train = [3, 3, 3, 3, 1, 1, 1, 0, 2]
+    validation = [0, 1, 1, 2, 0, 1]
+
+    def score(predictions):
+        return {"accuracy": sum(p == r for p, r in zip(predictions, validation)) / len(validation)}
+
+    results = majority_baseline(train, validation, score, describe=lambda i: f"choice {i}", valid=lambda i: i < 3)
+    assert results == {"baseline": "majority class of the training set (choice 1); training labels that no "
+                                    "validation example can take left out: ['choice 3']",
+                       "eval_baseline_accuracy": 0.5}
+    # Without `valid` the old behaviour: choice 3, which scores 0.
+    assert majority_baseline(train, validation, score)["eval_baseline_accuracy"] == 0.0
+
+
 def test_baseline_results_prefix_and_counts_dropped():
     assert baseline_results("copy the source sentence", {"bleu": 0.5, "chrf": 20.1, "samples": 9}) == {
         "baseline": "copy the source sentence", "eval_baseline_bleu": 0.5, "eval_baseline_chrf": 20.1}

@@ -19,14 +19,13 @@ FILE_FORMATS = {
 SPLIT_FLAGS = {"train": "--train_file", "validation": "--validation_file", "test": "--test_file"}
 
 
-def read_flag_file(flag, path, encoding="utf-8"):
+def read_flag_file(flag, path):
     """The text of a small file that a flag names (a label map, a template, a recipe), with the same errors as a
     data file's.
 
     Args:
         flag: the flag's name as the user typed it (e.g. "--id2label"), for the message.
-        path: the file.
-        encoding: "utf-8" (default) or "utf-8-sig" (a byte-order mark is then dropped).
+        path: the file (read as UTF-8).
 
     Returns:
         str, the whole file.
@@ -36,7 +35,7 @@ def read_flag_file(flag, path, encoding="utf-8"):
             Latin-1 file), "<flag> <path>: cannot be read (...)" when the file cannot be opened.
     """
     try:
-        return Path(path).read_text(encoding=encoding)
+        return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         raise ValueError(f"{flag} {path}: not UTF-8 ({error.reason} at byte {error.start}); save the file as UTF-8."
                          ) from None

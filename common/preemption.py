@@ -59,7 +59,6 @@ def sigterm_checkpointing():
 # and for anyone reproducing a preemption by hand: the main process pauses there until a signal arrives.
 PAUSE_AT_ENV = "EXAMPLES_PAUSE_AT"  # "after_step N" or "saving step_N"
 PAUSE_FILE_ENV = "EXAMPLES_PAUSE_FILE"  # written (with the pause point) once the process is paused there
-PAUSE_POINTS = ("after_step", "saving")
 _PAUSE_SYNTAX = re.compile(r"^\s*(?:after_step\s+(?P<step>\d+)|saving\s+(?P<name>(?:step|epoch)_\d+))\s*$")
 
 

@@ -35,7 +35,6 @@ import importlib.util
 import json
 import os
 import xml.etree.ElementTree as ElementTree
-from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -60,7 +59,7 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
-from common.reporting import baseline_results, progress_bar
+from common.reporting import baseline_results, majority_label, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
@@ -753,8 +752,7 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
         scores = result["scores"][keep].tolist()
         categories = [label_to_category[label] for label in result["labels"][keep].tolist()]
         predictions.append({"boxes": xywh, "scores": scores, "labels": categories})
-        references.append({"boxes": record["boxes"], "labels": record["category_ids"], "iscrowd": record["iscrowd"],
-                           "area": record["areas"]})
+        references.append(coco_reference(record))
         detections += [{"image_id": record["image_id"], "category_id": c, "bbox": [round(v, 2) for v in box],
                         "score": round(s, 5)} for box, s, c in zip(xywh, scores, categories)]
     result = metric.compute(predictions=predictions, references=references, box_format="xywh")
@@ -764,6 +762,12 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
     metrics = defined_metrics(metrics)
     metrics["samples"] = len(references)
     return metrics, detections
+
+
+def coco_reference(record):
+    """A detection record's ground truth as the coco_map module takes it (boxes in xywh pixels)."""
+    return {"boxes": record["boxes"], "labels": record["category_ids"], "iscrowd": record["iscrowd"],
+            "area": record["areas"]}
 
 
 def defined_metrics(metrics):
@@ -792,17 +796,16 @@ def central_box_baseline(train_records, eval_records, category_names, scale=0.8)
         "eval_baseline_map_75"} (COCO mAP over IoU 0.50:0.95, at 0.5 and 0.75; None where undefined).
     """
     source, records = ("training", train_records) if train_records else ("validation", eval_records)
-    counts = Counter(c for record in records for c in record["category_ids"])
-    if not counts:
+    labels = [c for record in records for c in record["category_ids"]]
+    if not labels:
         return {}
-    category = min(counts, key=lambda c: (-counts[c], c))
+    category = majority_label(labels)  # ties: the smallest id
     predictions, references = [], []
     for record in eval_records:
         width, height = record["width"], record["height"]
         box = [width * (1 - scale) / 2, height * (1 - scale) / 2, width * scale, height * scale]
         predictions.append({"boxes": [box], "scores": [1.0], "labels": [category]})
-        references.append({"boxes": record["boxes"], "labels": record["category_ids"], "iscrowd": record["iscrowd"],
-                           "area": record["areas"]})
+        references.append(coco_reference(record))
     result = load_metric("coco_map", keep_in_memory=True).compute(predictions=predictions, references=references,
                                                                   box_format="xywh")
     name = (f"one box per image, the central {scale:.0%} of each side, of the {source} set's most frequent "

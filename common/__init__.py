@@ -24,6 +24,8 @@ One module per concern, a few plain functions each:
 - `common.metrics`: the project's metrics as 🤗 evaluate modules, loaded by path (`load_metric`).
 - `common.tasks`: task knowledge outside the training loops, one module per piece (label alignment,
   prediction files, `--config_overrides`, CoNLL, SQuAD, seq2seq); its docstring lists them.
+- `common.models`: model classes transformers lacks, saved as custom code beside their checkpoints
+  (`efficientnet_lite`); its docstring lists them.
 
 Imports inside the package are relative (`from .checkpointing import ...`), so a renamed copy of it works
 (tests/unit/test_common_package.py).

@@ -7,6 +7,9 @@ file starts with magic 2049 and the count, then one byte per label. Writes one 8
     <output_dir>/train/<digit>/<index>.png        # index = position in the IDX file, 5 digits
     <output_dir>/validation/<digit>/<index>.png   # a seeded random, class-stratified held-out subset
 
+`--train_per_class N` keeps only a seeded random N training digits of each class (a few-label task: the same
+held-out digits, N x 10 training digits).
+
     python examples/mnist_to_imagefolder.py \\
         --images ../shared/data/mnist/t10k-images-idx3-ubyte.gz \\
         --labels ../shared/data/mnist/t10k-labels-idx1-ubyte.gz \\
@@ -70,16 +73,31 @@ def held_out_indices(labels, validation_size, seed):
     return np.sort(np.concatenate(chosen))
 
 
-def convert(images_path, labels_path, output_dir, validation_size, seed):
-    """Writes the PNG folders. Returns {"train": count, "validation": count}."""
+def convert(images_path, labels_path, output_dir, validation_size, seed, train_per_class=None):
+    """Writes the PNG folders. Returns {"train": count, "validation": count}.
+
+    `train_per_class`: keep only that many training digits of each class (seeded random among those not held
+    out); ValueError when a class has fewer."""
     images, labels = read_idx(images_path, IMAGES_MAGIC), read_idx(labels_path, LABELS_MAGIC)
     if len(images) != len(labels):
         raise ValueError(f"{images_path} holds {len(images)} images but {labels_path} {len(labels)} labels.")
     if not 0 <= validation_size < len(images):
         raise ValueError(f"--validation_size {validation_size}: expected 0 <= size < {len(images)}.")
     validation = set(held_out_indices(labels, validation_size, seed).tolist()) if validation_size else set()
+    skipped = set()
+    if train_per_class is not None:
+        rng = np.random.default_rng([seed, 1])
+        for digit in np.unique(labels):
+            pool = [i for i in np.flatnonzero(labels == digit).tolist() if i not in validation]
+            if len(pool) < train_per_class:
+                raise ValueError(f"--train_per_class {train_per_class}: digit {digit} has only {len(pool)} "
+                                 "training images")
+            kept = set(rng.choice(pool, size=train_per_class, replace=False).tolist())
+            skipped.update(i for i in pool if i not in kept)
     counts = {"train": 0, "validation": 0}
     for index, (pixels, label) in enumerate(zip(images, labels)):
+        if index in skipped:
+            continue
         split = "validation" if index in validation else "train"
         folder = Path(output_dir) / split / str(label)
         folder.mkdir(parents=True, exist_ok=True)
@@ -95,8 +113,13 @@ def main(argv=None):
     parser.add_argument("--output_dir", required=True, help="Where train/ and validation/ are written.")
     parser.add_argument("--validation_size", type=int, default=2000, help="Images held out (0: all in train/).")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the held-out draw.")
+    parser.add_argument("--train_per_class", type=int, default=None,
+                        help="Keep only N training digits per class (default: all that are not held out).")
     args = parser.parse_args(argv)
-    counts = convert(args.images, args.labels, args.output_dir, args.validation_size, args.seed)
+    if args.train_per_class is not None and args.train_per_class < 1:
+        parser.error(f"--train_per_class {args.train_per_class}: expected a positive number")
+    counts = convert(args.images, args.labels, args.output_dir, args.validation_size, args.seed,
+                     args.train_per_class)
     print(f"Wrote {counts['train']} training and {counts['validation']} validation images to {args.output_dir}")
     return counts
 

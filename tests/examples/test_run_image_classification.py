@@ -172,6 +172,38 @@ def test_saved_model_config_and_processor_load(two_process_run):
         assert model(pixel_values=pixels).logits.shape == (1, 3)
 
 
+def test_custom_code_checkpoint_fine_tunes_with_a_new_head(image_data, tmp_path):
+    """The route of the real EfficientNet-Lite0 weights (examples/efficientnet_lite_to_hf.py): a checkpoint whose
+    model class is custom code beside its weights (auto_map), 5 ImageNet-like classes, taken through
+    --model_name_or_path --trust_remote_code --ignore_mismatched_sizes on 2 processes. The head is re-made for the
+    3 colours, the network learns them, and the fine-tuned folder carries the code and loads back."""
+    from transformers import AutoModelForImageClassification, ViTImageProcessorPil
+
+    from common.models import efficientnet_lite as lite
+
+    config = lite.EfficientNetLiteConfig(
+        stem_channels=8, head_channels=32, kernel_sizes=[3, 5], in_channels=[8, 8], out_channels=[8, 16],
+        strides=[1, 2], num_block_repeats=[1, 1], expand_ratios=[1, 2], image_size=32, num_labels=5,
+        batch_norm_momentum=0.1)  # random "pretrained" weights: statistics that follow within 20 steps
+    lite.EfficientNetLiteConfig.register_for_auto_class()
+    lite.EfficientNetLiteForImageClassification.register_for_auto_class("AutoModelForImageClassification")
+    lite.EfficientNetLiteForImageClassification(config).save_pretrained(tmp_path / "pretrained")
+    ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(tmp_path / "pretrained")
+    out = tmp_path / "out"
+    launch(SCRIPT, ["--train_dir", image_data["root"] / "train", "--validation_dir", image_data["root"] / "validation",
+                    "--skip_corrupt_images", "--model_name_or_path", tmp_path / "pretrained", "--trust_remote_code",
+                    "--ignore_mismatched_sizes", *COMMON, "--num_train_epochs", "4", "--output_dir", out],
+           num_processes=2)
+    results = read_results(out)
+    assert results["eval_samples"] == 21 and results["eval_accuracy"] >= 0.7, results
+    assert (out / "efficientnet_lite.py").read_text() == (tmp_path / "pretrained" / "efficientnet_lite.py").read_text()
+    model = AutoModelForImageClassification.from_pretrained(out, trust_remote_code=True).eval()
+    assert type(model).__name__ == "EfficientNetLiteForImageClassification"
+    assert model.config.id2label == {0: "blue", 1: "green", 2: "red"}
+    with torch.no_grad():
+        assert model(pixel_values=torch.zeros(1, 3, 32, 32)).logits.shape == (1, 3)
+
+
 @pytest.mark.slow  # 2 launches; exact resume is kept in make test by run_glue and test_preemption
 def test_resume_mid_training_gives_the_same_weights(two_process_run, tmp_path):
     """Resuming from step_8 (epoch 1, batch 3 of 5) ends with exactly the uninterrupted run's weights."""

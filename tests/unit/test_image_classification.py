@@ -295,6 +295,26 @@ def test_mnist_converter_round_trip(tmp_path):
     assert first.parent.name == "2" and np.array_equal(np.asarray(Image.open(first)), images[5])
 
 
+def test_mnist_converter_train_per_class(tmp_path):
+    """--train_per_class 2 keeps 2 training digits of each class; the held-out digits are those of the full
+    conversion; a class with fewer training digits than asked is named."""
+    images = np.arange(12 * 3 * 2).reshape(12, 3, 2) % 256
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 0, 0])
+    write_idx(tmp_path / "img.gz", 2051, images)
+    write_idx(tmp_path / "lab.gz", 2049, labels)
+    mnist_to_imagefolder.convert(tmp_path / "img.gz", tmp_path / "lab.gz", tmp_path / "all", 4, seed=0)
+    counts = mnist_to_imagefolder.convert(tmp_path / "img.gz", tmp_path / "lab.gz", tmp_path / "few", 4, seed=0,
+                                          train_per_class=2)
+    assert counts == {"train": 6, "validation": 4}
+    assert sorted(p.parent.name for p in (tmp_path / "few" / "train").glob("*/*.png")) == ["0", "0", "1", "1",
+                                                                                          "2", "2"]
+    names = {p.relative_to(tmp_path / "all") for p in (tmp_path / "all" / "validation").glob("*/*.png")}
+    assert names == {p.relative_to(tmp_path / "few") for p in (tmp_path / "few" / "validation").glob("*/*.png")}
+    with pytest.raises(ValueError, match="--train_per_class 3: digit 1 has only 2 training images"):
+        mnist_to_imagefolder.convert(tmp_path / "img.gz", tmp_path / "lab.gz", tmp_path / "x", 4, seed=0,
+                                     train_per_class=3)
+
+
 @pytest.mark.realdata
 def test_real_mnist_files_match_the_published_counts():
     mnist = SHARED_DATA / "mnist"

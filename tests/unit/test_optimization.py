@@ -68,3 +68,38 @@ def test_scheduler_reaches_warmup_and_end_exactly(processes):
     assert lrs[warmup - 2] == pytest.approx(peak * (warmup - 1) / warmup)
     assert lrs[-1] == pytest.approx(0.0, abs=1e-12)  # the end exactly at max_train_steps
     assert lrs[-2] > 0
+
+
+def test_lr_overrides_put_matching_parameters_in_groups_of_their_own():
+    """{prefix: rate}: parameters under the prefix get that rate (decay and no-decay groups each); the others keep
+    the base rate; a scheduler scales both by the same factor."""
+    from transformers import get_scheduler
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.LayerNorm(3), torch.nn.Linear(3, 1))
+    optimizer = build_optimizer(model, 1e-3, 0.1, lr_overrides={"0.": 1e-5})
+    groups = [(g["lr"], g["weight_decay"], sorted(p.shape for p in g["params"])) for g in optimizer.param_groups]
+    assert groups == [
+        (1e-3, 0.1, [torch.Size([1, 3])]),  # 2.weight
+        (1e-3, 0.0, [torch.Size([1]), torch.Size([3]), torch.Size([3])]),  # 2.bias, LayerNorm weight and bias
+        (1e-5, 0.1, [torch.Size([3, 2])]),  # 0.weight
+        (1e-5, 0.0, [torch.Size([3])]),  # 0.bias
+    ]
+    scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=4)
+    optimizer.step()
+    scheduler.step()
+    assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([7.5e-4, 7.5e-4, 7.5e-6, 7.5e-6])
+    assert len(build_optimizer(model, 1e-3, 0.1).param_groups) == 2  # unchanged without overrides
+
+
+@pytest.mark.parametrize("value,ok", [("1e-5", True), ("0", False), ("-1", False), ("inf", False), ("nan", False),
+                                      ("x", False)])
+def test_positive_float(value, ok):
+    import argparse
+
+    from common.args import positive_float
+
+    if ok:
+        assert positive_float(value) == float(value)
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match="expected a positive number"):
+            positive_float(value)

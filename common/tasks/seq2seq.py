@@ -129,7 +129,7 @@ def load_seq2seq_model(args, tokenizer):
         # A tokenizer with added tokens needs a larger embedding matrix.
         if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
             model.resize_token_embeddings(len(tokenizer))
-        return model
+        return freeze_unused_encoder_pooler(model)
     if args.config_overrides:
         logger.info(f"Overriding config: {args.config_overrides}")
         config = apply_config_overrides(config, args.config_overrides)
@@ -139,7 +139,22 @@ def load_seq2seq_model(args, tokenizer):
     if getattr(config, "decoder_start_token_id", None) is None and config.model_type in EOS_STARTED_MODEL_TYPES:
         config.decoder_start_token_id = tokenizer.eos_token_id
     logger.info(f"Training a new {config.model_type} model from scratch")
-    return AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=args.trust_remote_code)
+    model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=args.trust_remote_code)
+    return freeze_unused_encoder_pooler(model)
+
+
+def freeze_unused_encoder_pooler(model):
+    """Freezes the pooler of an `EncoderDecoderModel`'s encoder (BERT2BERT, examples/warm_start_encoder_decoder.py).
+
+    The encoder is an `AutoModel` (e.g. `BertModel`), built with its pooler, whose output no seq2seq loss uses. On 2+
+    processes DDP then stops at the second step ("parameters that were not used in producing loss") unless
+    `--ddp_find_unused_parameters` (an extra pass over the graph every step). Frozen, the pooler is left out of
+    DDP's gradient reduction and of the optimizer; it is saved unchanged. Other models are returned as they are.
+    """
+    pooler = getattr(getattr(model, "encoder", None), "pooler", None)
+    if model.config.model_type == "encoder-decoder" and isinstance(pooler, torch.nn.Module):
+        pooler.requires_grad_(False)
+    return model
 
 
 def check_decoder_start_token_id(model, tokenizer):

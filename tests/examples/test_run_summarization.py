@@ -204,3 +204,30 @@ def test_two_processes_one_summary_per_document_and_test_file(data, tmp_path):
     assert len(predicted) == 21 == results["predict_samples"]
     assert results["predict_rouge1"] == pytest.approx(
         run_summarization.compute_rouge(predicted, [r["summary"] for r in test_rows])["rouge1"])
+
+
+def test_bert2bert_warm_start_trains_on_two_processes_without_find_unused(data, tmp_path):
+    """A BERT2BERT checkpoint (examples/warm_start_encoder_decoder.py from a tiny BERT) on 2 processes without
+    --ddp_find_unused_parameters: the encoder's pooler, outside every seq2seq loss, is frozen
+    (`seq2seq.freeze_unused_encoder_pooler`; before, DDP stopped at the second step: "Expected to have finished
+    reduction in the prior iteration"). The run ends, its pooler is the warm start's, its encoder has trained."""
+    import warm_start_encoder_decoder as warm
+    from safetensors.torch import load_file
+
+    from conftest import build_tiny_bert
+
+    texts = [r[k] for r in data["rows"]["train"] for k in ("text", "summary")]
+    bert = build_tiny_bert(tmp_path / "bert", texts)
+    warm.main(["--encoder", str(bert), "--output_dir", str(tmp_path / "b2b")])
+    launch("run_summarization.py", [
+        "--model_name_or_path", tmp_path / "b2b", "--train_file", data["train"], "--validation_file",
+        data["validation"], "--max_source_length", 48, "--max_target_length", 16, "--val_max_target_length", 16,
+        "--per_device_train_batch_size", 8, "--per_device_eval_batch_size", 8, "--learning_rate", 1e-3,
+        "--max_train_steps", 4, "--seed", 0, "--output_dir", tmp_path / "out"], num_processes=2)
+    results = read_results(tmp_path / "out")
+    assert results["train_steps"] == 4 and results["eval_samples"] == N_VALIDATION
+    before = load_file(tmp_path / "b2b" / "model.safetensors")
+    after = load_file(tmp_path / "out" / "model.safetensors")
+    assert torch.equal(before["encoder.pooler.dense.weight"], after["encoder.pooler.dense.weight"])
+    assert not torch.equal(before["encoder.encoder.layer.0.attention.self.query.weight"],
+                           after["encoder.encoder.layer.0.attention.self.query.weight"])

@@ -1,0 +1,72 @@
+"""Writes a BERT2BERT checkpoint: an `EncoderDecoderModel` whose encoder and decoder both start from a BERT-style
+encoder checkpoint (Rothe, Narayan and Severyn 2020, "Leveraging Pre-trained Checkpoints for Sequence Generation
+Tasks", TACL; transformers' `EncoderDecoderModel.from_encoder_decoder_pretrained`), so that `run_summarization.py`
+and `run_translation.py` fine-tune it through `--model_name_or_path` as any seq2seq checkpoint.
+
+    python examples/warm_start_encoder_decoder.py --encoder "$MINILM" --output_dir outputs/bert2bert-minilm
+
+The decoder is the same BERT with `is_decoder=True` (causal self-attention) and new, randomly initialised
+cross-attention layers; its LM head's transform is new and its output matrix is tied to the decoder's word
+embeddings. Encoder and decoder keep separate copies of the weights (the paper's BERT2BERT; its BERTShare variant,
+one shared copy, needs `tie_encoder_decoder`, which transformers 5's `EncoderDecoderModel` no longer applies). The
+token ids follow the paper's and transformers' recipe for BERT tokenizers: the decoder starts
+from [CLS], ends at [SEP], pads with [PAD]; they go into config.json and generation_config.json, with the
+tokenizer saved beside the model.
+
+Why a helper rather than a flag of the training scripts: the warm-started model is an ordinary checkpoint
+folder, so every seq2seq script, `from_pretrained` and a later `--resume_from_checkpoint` see one thing, and the
+scripts keep one model-loading path.
+"""
+
+import argparse
+import os
+
+from transformers import AutoConfig, AutoTokenizer, EncoderDecoderModel
+
+
+def warm_start(encoder, decoder=None):
+    """Builds the `EncoderDecoderModel` and returns (model, tokenizer of `encoder`).
+
+    Raises:
+        ValueError: naming the flag when a checkpoint is not an encoder with a decoder form (BERT, RoBERTa,
+            ELECTRA, ... i.e. its config type has a causal-LM class), or when the tokenizer lacks [CLS], [SEP] or
+            [PAD].
+    """
+    decoder = decoder or encoder
+    for flag, path in (("--encoder", encoder), ("--decoder", decoder)):
+        config = AutoConfig.from_pretrained(path)
+        if config.is_encoder_decoder or not hasattr(config, "add_cross_attention"):
+            raise ValueError(f"{flag} {path}: model type {config.model_type!r} cannot be warm-started as a "
+                             "BERT2BERT half; expected an encoder checkpoint such as bert, roberta or electra")
+    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    missing = [name for name in ("cls_token_id", "sep_token_id", "pad_token_id") if getattr(tokenizer, name) is None]
+    if missing:
+        raise ValueError(f"--encoder {encoder}: its tokenizer has no {missing} (BERT-style [CLS]/[SEP]/[PAD])")
+    model = EncoderDecoderModel.from_encoder_decoder_pretrained(encoder, decoder)
+    for config in (model.config, model.generation_config):
+        config.decoder_start_token_id = tokenizer.cls_token_id
+        config.bos_token_id = tokenizer.cls_token_id
+        config.eos_token_id = tokenizer.sep_token_id
+        config.pad_token_id = tokenizer.pad_token_id
+    model.config.vocab_size = model.config.decoder.vocab_size
+    return model, tokenizer
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--encoder", required=True, help="Encoder checkpoint (folder or Hub id), e.g. MiniLM-L6.")
+    parser.add_argument("--decoder", default=None, help="Decoder checkpoint (default: --encoder's).")
+    parser.add_argument("--output_dir", required=True, help="Checkpoint folder to write.")
+    parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace a non-empty --output_dir.")
+    args = parser.parse_args(argv)
+    if os.path.isdir(args.output_dir) and os.listdir(args.output_dir) and not args.overwrite_output_dir:
+        parser.error(f"--output_dir {args.output_dir} is not empty; pass --overwrite_output_dir to replace it")
+    model, tokenizer = warm_start(args.encoder, args.decoder)
+    model.save_pretrained(args.output_dir)
+    tokenizer.save_pretrained(args.output_dir)
+    print(f"wrote {args.output_dir} ({sum(p.numel() for p in model.parameters()):,} parameters)")
+    return model
+
+
+if __name__ == "__main__":
+    main()

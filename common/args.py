@@ -697,6 +697,15 @@ def check_hub_write_access(whoami, repo_id):
             )
 
 
+def check_helper_output_dir(parser, output_dir, overwrite):
+    """For the data-prep helpers in `examples/` that write one checkpoint folder: calls `parser.error` (exit 2,
+    naming --output_dir) when `output_dir` is an existing file, or a non-empty folder and `overwrite` is false."""
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        parser.error(f"--output_dir {output_dir} is a file; expected a folder (new or empty)")
+    if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
+        parser.error(f"--output_dir {output_dir} is not empty; pass --overwrite_output_dir to replace it")
+
+
 def check_output_dir(args):
     """Checks `--output_dir` before anything is loaded, and creates it.
 

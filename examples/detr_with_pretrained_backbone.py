@@ -18,6 +18,7 @@ A checkpoint with this backbone loads where `common.models.efficientnet_lite.reg
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -31,6 +32,7 @@ from transformers import (
 )
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from common.args import check_helper_output_dir  # noqa: E402
 from common.models.efficientnet_lite import EfficientNetLiteConfig, register_auto_classes  # noqa: E402
 from common.tasks.config_overrides import apply_config_overrides  # noqa: E402
 
@@ -46,10 +48,15 @@ def build_detector(backbone_dir, model_type, config_overrides=None):
             finds no (or a differently shaped) counterpart in the classifier.
     """
     register_auto_classes()
+    config_file = os.path.join(backbone_dir, "config.json")
+    if not os.path.isfile(config_file):
+        raise ValueError(f"--backbone {backbone_dir}: no config.json there; expected the folder written by "
+                         "examples/efficientnet_lite_to_hf.py")
+    model_type = json.loads(open(config_file, encoding="utf-8").read()).get("model_type")
+    if model_type != EfficientNetLiteConfig.model_type:
+        raise ValueError(f"--backbone {backbone_dir}: model type {model_type!r}, expected an EfficientNet-Lite "
+                         "classifier (examples/efficientnet_lite_to_hf.py)")
     classifier = AutoModelForImageClassification.from_pretrained(backbone_dir, trust_remote_code=True)
-    if classifier.config.model_type != EfficientNetLiteConfig.model_type:
-        raise ValueError(f"--backbone {backbone_dir}: model type {classifier.config.model_type!r}, expected an "
-                         "EfficientNet-Lite classifier (examples/efficientnet_lite_to_hf.py)")
     backbone_config = EfficientNetLiteConfig(**{k: v for k, v in classifier.config.to_dict().items()
                                                 if k in EfficientNetLiteConfig().to_dict()
                                                 and k not in ("out_features", "out_indices", "stage_names",
@@ -83,9 +90,11 @@ def main(argv=None):
     parser.add_argument("--output_dir", required=True, help="Checkpoint folder to write.")
     parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace a non-empty --output_dir.")
     args = parser.parse_args(argv)
-    if os.path.isdir(args.output_dir) and os.listdir(args.output_dir) and not args.overwrite_output_dir:
-        parser.error(f"--output_dir {args.output_dir} is not empty; pass --overwrite_output_dir to replace it")
-    detector, processor = build_detector(args.backbone, args.model_type, args.config_overrides)
+    check_helper_output_dir(parser, args.output_dir, args.overwrite_output_dir)
+    try:
+        detector, processor = build_detector(args.backbone, args.model_type, args.config_overrides)
+    except ValueError as error:
+        parser.error(str(error))
     detector.save_pretrained(args.output_dir)
     processor.save_pretrained(args.output_dir)
     print(f"wrote {args.output_dir} ({sum(p.numel() for p in detector.parameters()):,} parameters, "

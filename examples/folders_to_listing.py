@@ -42,6 +42,12 @@ def build_split(classes, validation_fraction, seed):
     names = [name for name, _ in classes]
     if len(set(names)) != len(names):
         raise ValueError(f"--class: each class name once; got {names}")
+    real_folders = [os.path.realpath(folder) for _, folder in classes]
+    for i, a in enumerate(real_folders):
+        for j, b in enumerate(real_folders):
+            if i != j and (a == b or a.startswith(b + os.sep)):
+                raise ValueError(f"--class {names[i]}={classes[i][1]} lies inside --class {names[j]}="
+                                 f"{classes[j][1]}: a photo would have two classes (and could land in both splits)")
     paths, labels = [], []
     for index, (name, folder) in enumerate(classes):
         files = sorted(f for f in os.listdir(folder) if f.lower().endswith(IMAGE_SUFFIXES))
@@ -72,6 +78,8 @@ def main(argv=None):
         parser.error("--class: give at least two classes")
     if not 0 < args.validation_fraction < 1:
         parser.error(f"--validation_fraction {args.validation_fraction}: expected a number between 0 and 1")
+    if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
+        parser.error(f"--output_dir {args.output_dir} is a file; expected a folder")
     for name in ("train.csv", "validation.csv"):
         if os.path.exists(os.path.join(args.output_dir, name)):
             parser.error(f"--output_dir {args.output_dir} already holds {name}; remove it or choose another folder")

@@ -18,6 +18,7 @@ printed.
 import argparse
 import os
 import shutil
+import struct
 import sys
 import tempfile
 
@@ -25,6 +26,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from common.args import check_helper_output_dir  # noqa: E402
 from common.tasks.gguf import load_gguf_causal_lm  # noqa: E402
 
 
@@ -49,8 +51,9 @@ def main(argv=None):
     for path in args.gguf_file:
         if not os.path.isfile(path):
             parser.error(f"--gguf_file {path}: no such file")
-    if os.path.isdir(args.output_dir) and os.listdir(args.output_dir) and not args.overwrite_output_dir:
-        parser.error(f"--output_dir {args.output_dir} is not empty; pass --overwrite_output_dir to replace it")
+    check_helper_output_dir(parser, args.output_dir, args.overwrite_output_dir)
+    if not args.check_text.strip():
+        parser.error("--check_text: expected a non-empty text (its logits are compared after the conversion)")
     with tempfile.TemporaryDirectory() as joined:
         gguf_path = os.path.abspath(args.gguf_file[0])
         if len(args.gguf_file) > 1:
@@ -64,7 +67,11 @@ def main(argv=None):
                 parser.error(f"--gguf_file {' '.join(args.gguf_file)}: does not start with the GGUF magic bytes "
                              "(a piece missing or out of order?)")
         folder, name = os.path.split(gguf_path)
-        tokenizer, model = load_gguf_causal_lm(folder, name, args.trust_remote_code)
+        try:
+            tokenizer, model = load_gguf_causal_lm(folder, name, args.trust_remote_code)
+        except (ValueError, struct.error, EOFError) as error:  # the gguf reader's errors on a cut file
+            parser.error(f"--gguf_file {' '.join(args.gguf_file)}: truncated or corrupt GGUF, or a piece missing "
+                         f"({type(error).__name__}: {error})")
     model.eval()
     model.save_pretrained(args.output_dir)
     tokenizer.save_pretrained(args.output_dir)

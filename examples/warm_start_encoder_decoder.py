@@ -20,8 +20,12 @@ scripts keep one model-loading path.
 
 import argparse
 import os
+import sys
 
 from transformers import AutoConfig, AutoTokenizer, EncoderDecoderModel
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from common.args import check_helper_output_dir  # noqa: E402
 
 
 def warm_start(encoder, decoder=None):
@@ -33,15 +37,27 @@ def warm_start(encoder, decoder=None):
             [PAD].
     """
     decoder = decoder or encoder
+    vocab_sizes = {}
     for flag, path in (("--encoder", encoder), ("--decoder", decoder)):
-        config = AutoConfig.from_pretrained(path)
+        try:
+            config = AutoConfig.from_pretrained(path)
+        except (OSError, ValueError, KeyError) as error:
+            reason = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+            raise ValueError(f"{flag} {path}: not a transformers checkpoint folder (or reachable Hub id) with a "
+                             f"config.json that loads ({reason})") from None
         if config.is_encoder_decoder or not hasattr(config, "add_cross_attention"):
             raise ValueError(f"{flag} {path}: model type {config.model_type!r} cannot be warm-started as a "
                              "BERT2BERT half; expected an encoder checkpoint such as bert, roberta or electra")
+        vocab_sizes[flag] = config.vocab_size
     tokenizer = AutoTokenizer.from_pretrained(encoder)
     missing = [name for name in ("cls_token_id", "sep_token_id", "pad_token_id") if getattr(tokenizer, name) is None]
     if missing:
         raise ValueError(f"--encoder {encoder}: its tokenizer has no {missing} (BERT-style [CLS]/[SEP]/[PAD])")
+    for flag, size in vocab_sizes.items():  # one tokenizer (the encoder's) feeds both halves
+        if size != len(tokenizer):
+            raise ValueError(f"{flag} {encoder if flag == '--encoder' else decoder}: a vocabulary of {size} "
+                             f"tokens, but the tokenizer of --encoder {encoder} has {len(tokenizer)} (missing or "
+                             "another tokenizer?); both halves must share the encoder's tokenizer")
     model = EncoderDecoderModel.from_encoder_decoder_pretrained(encoder, decoder)
     for config in (model.config, model.generation_config):
         config.decoder_start_token_id = tokenizer.cls_token_id
@@ -59,9 +75,11 @@ def main(argv=None):
     parser.add_argument("--output_dir", required=True, help="Checkpoint folder to write.")
     parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace a non-empty --output_dir.")
     args = parser.parse_args(argv)
-    if os.path.isdir(args.output_dir) and os.listdir(args.output_dir) and not args.overwrite_output_dir:
-        parser.error(f"--output_dir {args.output_dir} is not empty; pass --overwrite_output_dir to replace it")
-    model, tokenizer = warm_start(args.encoder, args.decoder)
+    check_helper_output_dir(parser, args.output_dir, args.overwrite_output_dir)
+    try:
+        model, tokenizer = warm_start(args.encoder, args.decoder)
+    except ValueError as error:
+        parser.error(str(error))
     model.save_pretrained(args.output_dir)
     tokenizer.save_pretrained(args.output_dir)
     print(f"wrote {args.output_dir} ({sum(p.numel() for p in model.parameters()):,} parameters)")

@@ -169,3 +169,20 @@ def test_backbone_returns_the_selected_stages_with_the_classifier_names():
     from transformers import AutoBackbone
 
     assert type(AutoBackbone.from_config(config)).__name__ == "EfficientNetLiteBackbone"
+
+
+def test_converter_refuses_bad_weights_and_check_folder_before_writing(tmp_path, capsys):
+    """Break-test findings: torch's bare errors for a bad --weights file, and a --check_images problem found only
+    after the checkpoint was written. Both now stop before anything is written, naming the flag."""
+    (tmp_path / "cut.pth").write_bytes(b"PK\x03\x04 not a zip")
+    torch.save(torch.zeros(3), tmp_path / "tensor.pth")
+    for name, message in (("cut.pth", "not a readable torch state dict"), ("tensor.pth", "holds a Tensor")):
+        with pytest.raises(SystemExit):
+            converter.main(["--weights", str(tmp_path / name), "--output_dir", str(tmp_path / "out")])
+        assert f"--weights {tmp_path / name}: {message}" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit):
+        converter.main(["--weights", str(tmp_path / "tensor.pth"), "--check_images", str(tmp_path / "empty"),
+                        "--output_dir", str(tmp_path / "out")])
+    assert f"--check_images {tmp_path / 'empty'}: expected a folder holding" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -69,3 +69,20 @@ def test_existing_listing_is_not_overwritten(tmp_path, capsys):
         listing.main(argv + ["--seed", "3"])
     assert "already holds train.csv" in capsys.readouterr().err
     assert read(tmp_path / "o" / "train.csv") == before
+
+
+def test_overlapping_class_folders_are_refused(tmp_path, capsys):
+    """The same folder twice (or one inside the other) put every photo under two labels and in both splits
+    (break test); now refused."""
+    horse = photos(tmp_path / "h", 4)
+    photos(horse / "inner", 2)
+    for other in (horse, horse / "inner"):
+        with pytest.raises(SystemExit):
+            listing.main(["--class", f"horse={horse}", "--class", f"other={other}",
+                          "--output_dir", str(tmp_path / "o")])
+        assert "a photo would have two classes" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit):
+        listing.main(["--class", f"horse={horse}", "--class", f"x={photos(tmp_path / 'x', 3)}",
+                      "--output_dir", str(tmp_path / "file")])
+    assert "is a file; expected a folder" in capsys.readouterr().err

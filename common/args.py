@@ -697,6 +697,13 @@ def check_hub_write_access(whoami, repo_id):
             )
 
 
+def add_helper_output_args(parser):
+    """--output_dir (required) and --overwrite_output_dir for the data-prep helpers in `examples/` that write one
+    checkpoint folder; check them with `check_helper_output_dir`."""
+    parser.add_argument("--output_dir", required=True, help="Checkpoint folder to write.")
+    parser.add_argument("--overwrite_output_dir", action="store_true", help="Write into a non-empty --output_dir.")
+
+
 def check_helper_output_dir(parser, output_dir, overwrite):
     """For the data-prep helpers in `examples/` that write one checkpoint folder: calls `parser.error` (exit 2,
     naming --output_dir) when `output_dir` is an existing file, or a non-empty folder and `overwrite` is false."""

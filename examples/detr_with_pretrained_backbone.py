@@ -32,7 +32,7 @@ from transformers import (
 )
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from common.args import check_helper_output_dir  # noqa: E402
+from common.args import add_helper_output_args, check_helper_output_dir  # noqa: E402
 from common.models.efficientnet_lite import EfficientNetLiteConfig, register_auto_classes  # noqa: E402
 from common.tasks.config_overrides import apply_config_overrides  # noqa: E402
 
@@ -57,11 +57,12 @@ def build_detector(backbone_dir, model_type, config_overrides=None):
         raise ValueError(f"--backbone {backbone_dir}: model type {backbone_type!r}, expected an EfficientNet-Lite "
                          "classifier (examples/efficientnet_lite_to_hf.py)")
     classifier = AutoModelForImageClassification.from_pretrained(backbone_dir, trust_remote_code=True)
-    backbone_config = EfficientNetLiteConfig(**{k: v for k, v in classifier.config.to_dict().items()
-                                                if k in EfficientNetLiteConfig().to_dict()
-                                                and k not in ("out_features", "out_indices", "stage_names",
-                                                              "id2label", "label2id", "architectures",
-                                                              "auto_map", "model_type", "transformers_version")})
+    # The classifier's architecture settings (its config class is the checkpoint's copy of the module), without
+    # its labels and its backbone outputs (the detector reads the default: the last stage).
+    keep = EfficientNetLiteConfig().to_dict().keys() - {
+        "out_features", "out_indices", "stage_names", "id2label", "label2id", "architectures", "auto_map",
+        "model_type", "transformers_version"}
+    backbone_config = EfficientNetLiteConfig(**{k: v for k, v in classifier.config.to_dict().items() if k in keep})
     config = CONFIG_MAPPING[model_type](backbone_config=backbone_config, use_timm_backbone=False,
                                         use_pretrained_backbone=False)
     try:
@@ -100,8 +101,7 @@ def main(argv=None):
     parser.add_argument("--backbone", required=True, help="EfficientNet-Lite classifier folder.")
     parser.add_argument("--model_type", choices=sorted(PROCESSORS), default="conditional_detr")
     parser.add_argument("--config_overrides", default=None, help='Detector config, e.g. "d_model=128,num_queries=10".')
-    parser.add_argument("--output_dir", required=True, help="Checkpoint folder to write.")
-    parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace a non-empty --output_dir.")
+    add_helper_output_args(parser)
     args = parser.parse_args(argv)
     check_helper_output_dir(parser, args.output_dir, args.overwrite_output_dir)
     try:

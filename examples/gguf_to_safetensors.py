@@ -26,7 +26,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from common.args import check_helper_output_dir  # noqa: E402
+from common.args import add_helper_output_args, check_helper_output_dir  # noqa: E402
 from common.tasks.gguf import load_gguf_causal_lm  # noqa: E402
 
 
@@ -42,8 +42,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gguf_file", required=True, nargs="+",
                         help="The .gguf file (a path), or every piece of a split one, in order.")
-    parser.add_argument("--output_dir", required=True, help="Checkpoint folder to write.")
-    parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace a non-empty --output_dir.")
+    add_helper_output_args(parser)
     parser.add_argument("--trust_remote_code", action="store_true", help="Passed to from_pretrained.")
     parser.add_argument("--check_text", default="The capital of France is Paris. It lies on the Seine.",
                         help="Text whose logits must agree between the GGUF model and the written one.")

@@ -25,7 +25,7 @@ import sys
 from transformers import AutoConfig, AutoTokenizer, EncoderDecoderModel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from common.args import check_helper_output_dir  # noqa: E402
+from common.args import add_helper_output_args, check_helper_output_dir  # noqa: E402
 
 
 def warm_start(encoder, decoder=None):
@@ -72,8 +72,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--encoder", required=True, help="Encoder checkpoint (folder or Hub id), e.g. MiniLM-L6.")
     parser.add_argument("--decoder", default=None, help="Decoder checkpoint (default: --encoder's).")
-    parser.add_argument("--output_dir", required=True, help="Checkpoint folder to write.")
-    parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace a non-empty --output_dir.")
+    add_helper_output_args(parser)
     args = parser.parse_args(argv)
     check_helper_output_dir(parser, args.output_dir, args.overwrite_output_dir)
     try:

@@ -190,6 +190,37 @@ class EfficientNetLitePreTrainedModel(PreTrainedModel):
             init.ones_(module.running_var)
             init.zeros_(module.num_batches_tracked)
 
+    def _build_body(self, config):
+        """The stem (3x3 convolution, stride 2, batch norm, activation) and the MBConv stages, as `stem_conv`,
+        `stem_bn`, `activation` and `stages` (a `ModuleList` of one `Sequential` of blocks per stage; stochastic
+        depth rising linearly with the block's position in the whole network). Shared by the model and the backbone,
+        so that their parameter names agree."""
+        norm = {"eps": config.batch_norm_eps, "momentum": config.batch_norm_momentum}
+        self.stem_conv = SamePaddingConv2d(config.num_channels, config.stem_channels, 3, stride=2, bias=False)
+        self.stem_bn = nn.BatchNorm2d(config.stem_channels, **norm)
+        self.activation = ACT2FN[config.hidden_act]
+        total = sum(config.num_block_repeats)
+        self.stages, index = nn.ModuleList(), 0
+        for kernel, in_dim, out_dim, stride, repeats, ratio in zip(
+            config.kernel_sizes, config.in_channels, config.out_channels, config.strides,
+            config.num_block_repeats, config.expand_ratios,
+        ):
+            blocks = []
+            for repeat in range(repeats):
+                blocks.append(EfficientNetLiteBlock(
+                    config, in_dim if repeat == 0 else out_dim, out_dim, kernel, stride if repeat == 0 else 1,
+                    ratio, config.drop_connect_rate * index / total,
+                ))
+                index += 1
+            self.stages.append(nn.Sequential(*blocks))
+
+    def _body_states(self, pixel_values):
+        """[stem output, stage 1 output, ..., last stage output], each (batch, channels, height, width)."""
+        states = [self.activation(self.stem_bn(self.stem_conv(pixel_values)))]
+        for stage in self.stages:
+            states.append(stage(states[-1]))
+        return states
+
 
 class EfficientNetLiteModel(EfficientNetLitePreTrainedModel):
     """The network without its classifier.
@@ -202,44 +233,17 @@ class EfficientNetLiteModel(EfficientNetLitePreTrainedModel):
 
     def __init__(self, config):
         super().__init__(config)
-        norm = {"eps": config.batch_norm_eps, "momentum": config.batch_norm_momentum}
-        self.stem_conv = SamePaddingConv2d(config.num_channels, config.stem_channels, 3, stride=2, bias=False)
-        self.stem_bn = nn.BatchNorm2d(config.stem_channels, **norm)
-        self.activation = ACT2FN[config.hidden_act]
-        self.stages = self.build_stages(config)
+        self._build_body(config)
         self.head_conv = nn.Conv2d(config.out_channels[-1], config.head_channels, 1, bias=False)
-        self.head_bn = nn.BatchNorm2d(config.head_channels, **norm)
+        self.head_bn = nn.BatchNorm2d(config.head_channels, eps=config.batch_norm_eps,
+                                      momentum=config.batch_norm_momentum)
         self.post_init()
-
-    @staticmethod
-    def build_stages(config):
-        """The MBConv stages: a `ModuleList` of one `Sequential` of blocks per stage, stochastic depth rising
-        linearly with the block's position in the whole network."""
-        total = sum(config.num_block_repeats)
-        stages, index = nn.ModuleList(), 0
-        for kernel, in_dim, out_dim, stride, repeats, ratio in zip(
-            config.kernel_sizes, config.in_channels, config.out_channels, config.strides,
-            config.num_block_repeats, config.expand_ratios,
-        ):
-            blocks = []
-            for repeat in range(repeats):
-                blocks.append(EfficientNetLiteBlock(
-                    config, in_dim if repeat == 0 else out_dim, out_dim, kernel, stride if repeat == 0 else 1,
-                    ratio, config.drop_connect_rate * index / total,
-                ))
-                index += 1
-            stages.append(nn.Sequential(*blocks))
-        return stages
 
     def forward(self, pixel_values=None, output_hidden_states=None, return_dict=None, **kwargs):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        hidden_states = self.activation(self.stem_bn(self.stem_conv(pixel_values)))
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        for stage in self.stages:
-            hidden_states = stage(hidden_states)
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-        hidden_states = self.activation(self.head_bn(self.head_conv(hidden_states)))
+        states = self._body_states(pixel_values)
+        all_hidden_states = tuple(states) if output_hidden_states else None
+        hidden_states = self.activation(self.head_bn(self.head_conv(states[-1])))
         pooled = hidden_states.mean(dim=(2, 3))
         if not return_dict:
             return tuple(v for v in (hidden_states, pooled, all_hidden_states) if v is not None)
@@ -262,21 +266,13 @@ class EfficientNetLiteBackbone(BackboneMixin, EfficientNetLitePreTrainedModel):
 
     def __init__(self, config):
         super().__init__(config)
-        norm = {"eps": config.batch_norm_eps, "momentum": config.batch_norm_momentum}
         self.num_features = [config.stem_channels] + list(config.out_channels)
-        self.stem_conv = SamePaddingConv2d(config.num_channels, config.stem_channels, 3, stride=2, bias=False)
-        self.stem_bn = nn.BatchNorm2d(config.stem_channels, **norm)
-        self.activation = ACT2FN[config.hidden_act]
-        self.stages = EfficientNetLiteModel.build_stages(config)
+        self._build_body(config)
         self.post_init()
 
     def forward(self, pixel_values=None, output_hidden_states=None, return_dict=None, **kwargs):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        hidden_states = self.activation(self.stem_bn(self.stem_conv(pixel_values)))
-        all_hidden_states = [hidden_states]
-        for stage in self.stages:
-            hidden_states = stage(hidden_states)
-            all_hidden_states.append(hidden_states)
+        all_hidden_states = self._body_states(pixel_values)
         feature_maps = tuple(all_hidden_states[i] for i, name in enumerate(self.stage_names)
                              if name in self.out_features)
         hidden = tuple(all_hidden_states) if output_hidden_states else None

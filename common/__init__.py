@@ -12,6 +12,7 @@ One module per concern, a few plain functions each:
 - `common.sampling`: length-grouped sampling (`--group_by_length`), padding multiples, padding-flag checks.
 - `common.optimization`: AdamW with no-decay groups, step arithmetic, the learning-rate scheduler.
 - `common.fast_dropout`: `--fast_dropout`, cheaper dropout masks on CPU.
+- `common.adapters`: `--use_peft`, LoRA adapters through 🤗 PEFT, parameter counts, the merged save.
 - `common.gradient_checkpointing`: `--gradient_checkpointing`, activations recomputed in backward (memory).
 - `common.checkpointing`: atomic `step_N`/`epoch_N` checkpoints, `latest`, exact resume arithmetic.
 - `common.preemption`: SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75.
@@ -23,7 +24,7 @@ One module per concern, a few plain functions each:
 - `common.tpu`: re-tying tied weights after `prepare` on XLA.
 - `common.metrics`: the project's metrics as 🤗 evaluate modules, loaded by path (`load_metric`).
 - `common.tasks`: task knowledge outside the training loops, one module per piece (label alignment,
-  prediction files, `--config_overrides`, CoNLL, SQuAD, seq2seq); its docstring lists them.
+  prediction files, `--config_overrides`, CoNLL, SQuAD, seq2seq, LM data, ROUGE); its docstring lists them.
 - `common.models`: model classes transformers lacks, saved as custom code beside their checkpoints
   (`efficientnet_lite`); its docstring lists them.
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from transformers import SchedulerType
 
+from .adapters import add_peft_args, check_peft_args
 from .hardware import reuse_cpu_memory_unsupported
 from .optimization import OPTIMIZER_CHOICES
 from .tracking import parse_report_to
@@ -340,6 +341,7 @@ def add_common_args(parser, file_extensions):
     add_checkpointing_args(parser)
     add_tracking_args(parser)
     add_hub_args(parser)
+    add_peft_args(parser)
 
 
 # ----- --config FILE: flag values from a YAML recipe, overridden by the command line -----
@@ -548,12 +550,14 @@ def validate_common_args(args):
       (`common.tracking.parse_report_to`);
     - `--reuse_cpu_memory` only where the C library is glibc (`common.hardware.reuse_cpu_memory_unsupported`);
     - `--push_to_hub`: see `check_push_to_hub` (Hub access known before any data is loaded);
+    - `--use_peft`: `common.adapters.check_peft_args`;
     - `--output_dir`: see `check_output_dir` (not a file, creatable and writable, no earlier run's
       results unless `--overwrite_output_dir` or `--resume_from_checkpoint`).
 
     Raises:
         ValueError: naming the flag (and file) and what was expected.
     """
+    check_peft_args(args)  # --use_peft needs peft; the LoRA-only flags need --use_peft
     if args.dataset_name is None and args.train_file is None and args.validation_file is None:
         raise ValueError("Need either --dataset_name or --train_file/--validation_file (local data files).")
     extensions = getattr(args, "file_extensions", ())

@@ -51,6 +51,7 @@ from pathlib import Path
 
 import torch
 
+from .adapters import parameter_counts
 from .checkpointing import (
     PROGRESS_FILE,
     checkpoint_completed_steps,
@@ -84,6 +85,11 @@ RUN_SETTING_FLAGS = (
     "num_warmup_steps",
     "weight_decay",
     "streaming",
+    "use_peft",
+    "lora_r",
+    "lora_alpha",
+    "lora_dropout",
+    "lora_target_modules",
 )
 # Not recorded: --num_train_epochs / --max_train_steps (continuing a run to more steps is a common, deliberate
 # resume; the schedule is then re-sized, as in the transformers examples).
@@ -575,8 +581,10 @@ class TrainingRun:
         """Saves what must never be lost, before anything that can fail after training (predictions,
         pushes): the model (`save_pretrained`, loadable by `from_pretrained(output_dir)`; skipped in an
         evaluation-only run) with its tokenizer / processor, and `all_results.json`. Call on every process."""
+        results.update(parameter_counts(self.accelerator.unwrap_model(model)))  # with LoRA: adapter + heads
         if self.completed_steps > 0:
-            save_model(self.accelerator, model, self.args.output_dir, tokenizer)
+            save_model(self.accelerator, model, self.args.output_dir, tokenizer,
+                       merge_adapter=getattr(self.args, "merge_adapter_on_save", False))
         write_all_results(self.accelerator, self.args.output_dir, results)
 
     def end(self, results):

@@ -3,12 +3,17 @@
 import json
 import os
 
+from .adapters import is_peft_model, save_merged
 from .tracking import SECRET_ARGS
 
 
-def save_model(accelerator, model, output_dir, tokenizer=None):
+def save_model(accelerator, model, output_dir, tokenizer=None, merge_adapter=False):
     """Saves the trained model (and tokenizer / processor) with `save_pretrained`, loadable by
     `from_pretrained(output_dir)`. Call on every process.
+
+    A LoRA model (`--use_peft`, `common.adapters`) saves its adapter this way (`adapter_config.json`,
+    `adapter_model.safetensors`, the task head with it); with `merge_adapter` the main process also writes
+    `output_dir/merged/`, the adapter folded into the weights (`common.adapters.save_merged`).
 
     `accelerator.get_state_dict` is a collective that gathers the full weights whatever the engine:
     - DeepSpeed ZeRO-3: the module's own parameters are empty placeholders; `get_state_dict` returns the engine's
@@ -29,6 +34,8 @@ def save_model(accelerator, model, output_dir, tokenizer=None):
     unwrapped.save_pretrained(output_dir, is_main_process=accelerator.is_main_process, state_dict=state_dict)
     if accelerator.is_main_process and tokenizer is not None:
         tokenizer.save_pretrained(output_dir)
+    if merge_adapter and accelerator.is_main_process and is_peft_model(unwrapped):
+        save_merged(unwrapped, output_dir, tokenizer, state_dict)
 
 
 def write_all_results(accelerator, output_dir, results):

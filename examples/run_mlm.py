@@ -36,6 +36,7 @@ from accelerate.utils import ProjectConfiguration, broadcast_object_list
 from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
+from common.adapters import apply_peft
 from common.args import add_common_args, non_negative_int, positive_int, validate_common_args
 from common.data import load_data_files
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -51,6 +52,7 @@ from common.run import TrainingRun
 from common.sampling import example_lengths, padding_multiple
 from common.streaming import MAP_BATCH_SIZE, build_streaming_dataloader, check_streaming_args, plan_streaming_steps
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
+from common.tasks.lm_data import percentage, special_token_layout, split_validation
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
@@ -80,17 +82,6 @@ def probability(value):
         raise argparse.ArgumentTypeError(f"expected a probability between 0 and 1, got {value!r}") from None
     if not 0.0 < number < 1.0:
         raise argparse.ArgumentTypeError(f"expected a probability strictly between 0 and 1, got {number}")
-    return number
-
-
-def percentage(value):
-    """argparse `type=` for `--validation_split_percentage`: an integer from 1 to 99."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer percentage, got {value!r}") from None
-    if not 1 <= number <= 99:
-        raise argparse.ArgumentTypeError(f"expected a percentage from 1 to 99, got {number}")
     return number
 
 
@@ -200,24 +191,6 @@ def load_raw_datasets(args):
     return raw
 
 
-def split_validation(dataset, validation_percentage, source=None):
-    """Holds out the first `validation_percentage` % of `dataset` (rounded to the nearest row).
-
-    Returns:
-        (train, validation) `datasets.Dataset`s.
-
-    Raises:
-        ValueError: naming --validation_split_percentage and the source when either part would be empty.
-    """
-    num_validation = round(len(dataset) * validation_percentage / 100)
-    if num_validation == 0 or num_validation == len(dataset):
-        raise ValueError(
-            f"--validation_split_percentage {validation_percentage} of the {len(dataset)} rows of {source} leaves an "
-            "empty split; give a --validation_file or another percentage."
-        )
-    return dataset.select(range(num_validation, len(dataset))), dataset.select(range(num_validation))
-
-
 def resolve_text_column(args, raw_datasets):
     """The column holding the text: --text_column_name, else 'text', else the only column.
 
@@ -290,26 +263,6 @@ def resolve_max_seq_length(requested, tokenizer, config, source):
             f"{needed - 1} special tokens, plus one token of text)."
         )
     return requested
-
-
-def special_token_layout(tokenizer):
-    """The special tokens the tokenizer puts around one sequence: BERT [CLS] x [SEP], RoBERTa <s> x </s>.
-
-    Found by encoding a probe text with and without special tokens (transformers 5 tokenizers have no
-    `build_inputs_with_special_tokens`).
-
-    Returns:
-        (prefix, suffix): lists of token ids.
-
-    Raises:
-        ValueError: when the probe's tokens do not appear inside its encoding with special tokens.
-    """
-    probe = tokenizer("a", add_special_tokens=False)["input_ids"]
-    full = tokenizer("a", add_special_tokens=True)["input_ids"]
-    for start in range(len(full) - len(probe) + 1):
-        if full[start:start + len(probe)] == probe:
-            return full[:start], full[start + len(probe):]
-    raise ValueError(f"The tokenizer's special tokens could not be located: 'a' -> {probe}, with specials {full}.")
 
 
 def word_starts(word_ids):
@@ -862,6 +815,7 @@ def training_function(args):
         # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
         plan = plan_training_steps(args, train_dataloader, accelerator)
 
+    model = apply_peft(model, args, logger=logger)  # --use_peft: LoRA adapters (common/adapters.py)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)

@@ -28,6 +28,7 @@ from accelerate.utils import ProjectConfiguration
 from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForMultipleChoice, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES
 
+from common.adapters import apply_peft
 from common.args import add_common_args, capped_length, model_max_length, positive_int, validate_common_args
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -509,6 +510,8 @@ def training_function(args):
     train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator, LENGTH_COLUMN)
     eval_dataloader = build_eval_dataloader(args, eval_dataset, data_collator)
 
+    # --use_peft: LoRA adapters, the task's head trained in full (common/adapters.py)
+    model = apply_peft(model, args, modules_to_save=["classifier"], logger=logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)

@@ -50,6 +50,7 @@ from transformers import AutoConfig, AutoImageProcessor, AutoModelForObjectDetec
 from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES
 
+from common.adapters import apply_peft
 from common.args import add_common_args, positive_float, positive_int, validate_common_args
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -882,6 +883,8 @@ def training_function(args):
     # The trivial baseline beside mAP (before training: it needs only the boxes and image sizes).
     baseline = central_box_baseline(splits.get("train"), splits["validation"], dict(categories))
 
+    # --use_peft: LoRA adapters, the task's head trained in full (common/adapters.py)
+    model = apply_peft(model, args, modules_to_save=["class_labels_classifier", "bbox_predictor"], logger=logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)

@@ -42,6 +42,7 @@ from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForSemanticSegmentation, SegformerImageProcessorPil
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES
 
+from common.adapters import apply_peft
 from common.args import add_common_args, positive_int, validate_common_args
 from common.data import read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -854,6 +855,8 @@ def training_function(args):
     train_dataloader = build_train_dataloader(args, train_dataset, collate_fn, accelerator)
     eval_dataloader = build_eval_dataloader(args, eval_dataset, collate_fn)
 
+    # --use_peft: LoRA adapters, the task's head trained in full (common/adapters.py)
+    model = apply_peft(model, args, modules_to_save=["decode_head"], logger=logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)

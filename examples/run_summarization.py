@@ -21,7 +21,6 @@ shared with `run_translation.py` through `common/tasks/seq2seq.py`.
 
 import argparse
 import os
-import re
 
 import datasets
 from accelerate import Accelerator, DataLoaderConfiguration
@@ -29,6 +28,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq, default_data_collator
 
+from common.adapters import apply_peft
 from common.args import add_common_args, cap_seq2seq_lengths, positive_int, validate_common_args
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -39,10 +39,11 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
-from common.reporting import baseline_results, progress_bar
+from common.reporting import progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_text_predictions
+from common.tasks.rouge import compute_rouge, lead3_rouge
 from common.tasks.seq2seq import (
     MODEL_TYPES,
     check_decoder_start_token_id,
@@ -70,9 +71,6 @@ SUMMARIZATION_NAME_MAPPING = {
     "big_patent": ("description", "abstract"),
     "wiki_summary": ("article", "highlights"),
 }
-# A sentence ends with . ! or ? followed by white space (the lead-3 baseline; common/metrics/rouge splits the
-# sentences for rougeLsum the same way; nltk's punkt model would need a download).
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def parse_args(argv=None):
@@ -185,54 +183,6 @@ def load_raw_datasets(args):
         if limit is not None:
             raw[split] = dataset.select(range(min(limit, len(dataset))))
     return raw, text_column, summary_column
-
-
-def split_sentences(text):
-    """Sentences of `text`: split after . ! or ? followed by white space."""
-    return [s for s in SENTENCE_END.split(text.strip()) if s]
-
-
-def lead_sentences(text, n=3):
-    """The first `n` sentences of a document (the lead-3 baseline of See et al., 2017)."""
-    return " ".join(split_sentences(text)[:n])
-
-
-def compute_rouge(predictions, references):
-    """ROUGE (Lin, 2004) F1 with Google's `rouge-score` and Porter stemming, averaged over examples, x100, through
-    the rouge metric module (`common/metrics/rouge`, loaded by path through `common.metrics.load_metric`:
-    offline) in one `compute` call: for texts that already exist as whole lists (the lead-3 baseline, the test
-    split). `evaluate` adds its batches one by one.
-
-    rougeLsum (summary-level LCS) is computed with one sentence per line (sentences split as `split_sentences`
-    does), as in the transformers examples; rougeL treats each text as one sequence.
-
-    Args:
-        predictions, references: lists of N strings.
-
-    Returns:
-        {"rouge1", "rouge2", "rougeL", "rougeLsum"}: floats on a 0-100 scale.
-
-    Raises:
-        ValueError: when the lists differ in length or are empty.
-    """
-    if len(predictions) != len(references) or not predictions:
-        raise ValueError(f"{len(predictions)} predictions for {len(references)} references.")
-    return load_metric("rouge", keep_in_memory=True).compute(predictions=predictions, references=references)
-
-
-def lead3_rouge(documents, references):
-    """The lead-3 baseline (See et al., 2017): ROUGE of each document's first three sentences as its summary
-    (`lead_sentences`, `compute_rouge`), the score a trained model should beat on news-like text.
-
-    Args:
-        documents, references: lists of N strings (the raw validation documents and summaries).
-
-    Returns:
-        {"baseline": "lead-3 (the document's first 3 sentences)", "eval_baseline_rouge1", "eval_baseline_rouge2",
-        "eval_baseline_rougeL", "eval_baseline_rougeLsum"}: 0-100 scale.
-    """
-    lead = compute_rouge([lead_sentences(document) for document in documents], references)
-    return baseline_results("lead-3 (the document's first 3 sentences)", lead)
 
 
 def preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accelerator):
@@ -399,6 +349,8 @@ def training_function(args):
     train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
     eval_dataloader = build_eval_dataloader(args, eval_dataset, data_collator)
 
+    # --use_peft: LoRA adapters, the task's head trained in full (common/adapters.py)
+    model = apply_peft(model, args, task_type="SEQ_2_SEQ_LM", logger=logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)

@@ -34,6 +34,7 @@ from transformers import (
     default_data_collator,
 )
 
+from common.adapters import apply_peft
 from common.args import (
     add_common_args,
     apply_tracking_flags,
@@ -727,6 +728,8 @@ def training_function(args):
     train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
     eval_dataloader = build_eval_dataloader(args, eval_dataset, data_collator)
 
+    # --use_peft: LoRA adapters, the task's head trained in full (common/adapters.py)
+    model = apply_peft(model, args, task_type="SEQ_2_SEQ_LM", logger=logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)

@@ -8,8 +8,11 @@ a task's long readers and metrics that a reader adapting its script need not see
 - `common.tasks.images`: images of any mode as 8-bit RGB (run_image_classification, run_semantic_segmentation).
 - `common.tasks.labels`: class ids for the data's labels, agreed with a checkpoint's own `label2id`
   (run_glue, run_ner, run_image_classification).
+- `common.tasks.lm_data`: language-model data preparation: the validation split held out of the training rows,
+  where a tokenizer puts its special tokens (run_clm, run_mlm, run_sft).
 - `common.tasks.predictions`: prediction files, one writer per layout (class labels, CoNLL tags, SQuAD JSON,
   generated text).
+- `common.tasks.rouge`: ROUGE of generated texts and the lead-3 baseline (run_summarization, run_sft).
 - `common.tasks.seq2seq`: encoder-decoder helpers of run_translation and run_summarization (tokenizer training,
   model loading fitted to the tokenizer, distributed generation).
 - `common.tasks.squad`: SQuAD reading, post-processing of start/end logits into answers, and the official

@@ -110,7 +110,7 @@ def test_text_column_holds_numbers(tokenizer_dir, finished_run, tmp_path, capsys
 def test_validation_split_leaves_an_empty_split(tokenizer_dir, finished_run, tmp_path, capsys):
     tiny = write(tmp_path, "three_lines.txt", "\n".join(corpus_lines(3, seed=4)) + "\n")
     argv = base(tokenizer_dir, tiny, None, finished_run, "--validation_split_percentage", "10")
-    assert_rejected(run_clm.main, argv, r"--validation_split_percentage 10 of the 3 examples of .*three_lines\.txt "
+    assert_rejected(run_clm.main, argv, r"--validation_split_percentage 10 of the 3 rows of .*three_lines\.txt "
                                         r"leaves an empty split", finished_run, capsys)
 
 

@@ -13,7 +13,7 @@ from accelerate import PartialState
 from test_run_translation import source_padding
 
 import run_summarization
-from common.tasks import seq2seq
+from common.tasks import rouge, seq2seq
 from conftest import launch, read_results
 
 CONTENT = ["fox", "bird", "king", "queen", "river", "castle", "dragon", "knight", "storm", "ship", "apple", "wolf"]
@@ -120,9 +120,9 @@ def test_rouge_hand_computed():
 
 def test_sentences_and_lead_3():
     text = "One fish. Two fish! Red fish? Blue fish. The end."
-    assert run_summarization.split_sentences(text) == ["One fish.", "Two fish!", "Red fish?", "Blue fish.", "The end."]
-    assert run_summarization.lead_sentences(text) == "One fish. Two fish! Red fish?"
-    assert run_summarization.lead_sentences("no full stop") == "no full stop"
+    assert rouge.split_sentences(text) == ["One fish.", "Two fish!", "Red fish?", "Blue fish.", "The end."]
+    assert rouge.lead_sentences(text) == "One fish. Two fish! Red fish?"
+    assert rouge.lead_sentences("no full stop") == "no full stop"
 
 
 def test_columns_and_empty_texts_are_checked(tmp_path):

@@ -55,6 +55,42 @@ def test_group_texts_shorter_than_a_block_gives_nothing():
     assert run_clm.group_texts({"input_ids": [[1, 2]], "attention_mask": [[1, 1]]}, 3)["input_ids"] == []
 
 
+def test_group_texts_starts_every_block_with_the_prefix_only():
+    """With a <bos>-adding tokenizer (Llama, Gemma) each block starts with one <bos> and holds none inside; the
+    prefix counts in block_size."""
+    examples = {"input_ids": [[5, 6, 7], [8, 9], [10, 11, 12]], "attention_mask": [[1, 1, 1], [1, 1], [1, 1, 1]],
+                "token_type_ids": [[0, 0, 0], [0, 0], [0, 0, 0]]}
+    result = run_clm.group_texts(examples, block_size=4, prefix=[2])
+    assert result["input_ids"] == [[2, 5, 6, 7], [2, 8, 9, 10]]  # 11, 12 do not fill a block
+    assert result["attention_mask"] == [[1, 1, 1, 1]] * 2 and result["token_type_ids"] == [[0, 0, 0, 0]] * 2
+    assert result["labels"] == result["input_ids"]
+
+
+def test_blocks_of_a_bos_tokenizer_hold_one_bos_each(tmp_path, state):
+    """The transformers example tokenises every line with its special tokens: with a <bos>-adding tokenizer each
+    line's <bos> lands inside the blocks. preprocess tokenises without them and starts each block with one."""
+    import datasets
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<bos>": 0, "<unk>": 1, **{w: i + 2 for i, w in enumerate(sorted(set(" ".join(LINES).split())))}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    backend.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 0)])
+    bos_tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<bos>", unk_token="<unk>")
+    assert bos_tokenizer("the cat").input_ids == [0, vocab["the"], vocab["cat"]]
+    assert run_clm.block_prefix(bos_tokenizer, 8) == [0]
+    raw = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": LINES * 4}),
+                                "validation": datasets.Dataset.from_dict({"text": LINES})})
+    train, _ = run_clm.preprocess(make_args(max_train_samples=None, max_eval_samples=None), raw, bos_tokenizer,
+                                  "text", 8, state)
+    words = sum(len(line.split()) for line in LINES) * 4  # 72 text tokens -> 10 blocks of 1 <bos> + 7
+    assert len(train) == words // 7
+    assert all(block[0] == 0 and 0 not in block[1:] for block in train["input_ids"])
+    with pytest.raises(ValueError, match="--block_size 1: the tokenizer starts every block with 1 special token"):
+        run_clm.block_prefix(bos_tokenizer, 1)
+
+
 def test_check_blocks_rejects_empty_and_uneven_blocks():
     import datasets
 
@@ -148,7 +184,7 @@ def test_validation_split_percentage_holds_out_the_first_rows(tmp_path):
     raw = run_clm.load_raw_datasets(make_args(train_file=str(path), validation_split_percentage=10))
     assert raw["validation"]["id"] == [0, 1, 2, 3]
     assert raw["train"]["id"] == list(range(4, 40))
-    with pytest.raises(ValueError, match="--validation_split_percentage 1 of the 40 examples"):
+    with pytest.raises(ValueError, match="--validation_split_percentage 1 of the 40 rows"):
         run_clm.load_raw_datasets(make_args(train_file=str(path), validation_split_percentage=1))
 
 

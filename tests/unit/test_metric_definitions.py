@@ -1,7 +1,7 @@
 """Metric definitions the scripts report, on hand-made inputs with hand-computed values: GLUE, NER, perplexity and
 image classification accuracy (the `common/metrics/glue`, `seqeval`, `perplexity` and `accuracy` modules that
 run_glue, run_ner, run_clm and run_image_classification compute their metrics with) and ROUGE
-(`run_summarization.compute_rouge`, `split_sentences`). Each case is chosen so that a plausible slip (a dropped
+(`rouge.compute_rouge`, `split_sentences`). Each case is chosen so that a plausible slip (a dropped
 stemmer, rougeL for rougeLsum, F1 on a 3-class task, Pearson for Spearman) changes the value (issue 21,
 `make mutation`)."""
 
@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-import run_summarization
 from common.metrics import load_metric
+from common.tasks import rouge
 
 
 # ------------------------------------------------------------------------------------------------ GLUE
@@ -108,16 +108,16 @@ def test_token_weighting_differs_from_averaging_batch_means():
 
 # ------------------------------------------------------------------------------------------------ ROUGE
 def test_split_sentences_after_end_punctuation_and_white_space():
-    assert run_summarization.split_sentences("  One. Two!  Three? four 3.5 five.\n") == [
+    assert rouge.split_sentences("  One. Two!  Three? four 3.5 five.\n") == [
         "One.", "Two!", "Three?", "four 3.5 five."]
-    assert run_summarization.split_sentences("") == []
+    assert rouge.split_sentences("") == []
 
 
 def test_rouge_hand_computed():
     # prediction [the, cat, sat] vs reference [the, cat, sat, on, the, mat]:
     # rouge1: 3 shared, P = 1, R = 1/2, F = 2/3; rouge2: 2 of the reference's 5 bigrams, P = 1, R = 2/5,
     # F = 4/7; rougeL: LCS 3 -> 2/3; rougeLsum (one sentence each): 2/3.
-    assert run_summarization.compute_rouge(["the cat sat"], ["the cat sat on the mat"]) == {
+    assert rouge.compute_rouge(["the cat sat"], ["the cat sat on the mat"]) == {
         "rouge1": pytest.approx(200 / 3), "rouge2": pytest.approx(400 / 7), "rougeL": pytest.approx(200 / 3),
         "rougeLsum": pytest.approx(200 / 3)}
 
@@ -126,7 +126,7 @@ def test_rouge_lsum_is_summary_level_and_rouge_l_is_not():
     # Sentences swapped: reference "alpha beta gamma. delta epsilon zeta." vs "delta epsilon zeta. alpha beta gamma."
     # rouge1 = 1; rouge2: 4 of 5 bigrams shared (not "gamma delta") -> 0.8; rougeL: one sequence, LCS 3 of 6 -> 0.5;
     # rougeLsum: each reference sentence is matched by a predicted sentence (union LCS 3 + 3 of 6) -> 1.
-    scores = run_summarization.compute_rouge(["delta epsilon zeta. alpha beta gamma."],
+    scores = rouge.compute_rouge(["delta epsilon zeta. alpha beta gamma."],
                                              ["alpha beta gamma. delta epsilon zeta."])
     assert scores == {"rouge1": pytest.approx(100.0), "rouge2": pytest.approx(80.0), "rougeL": pytest.approx(50.0),
                       "rougeLsum": pytest.approx(100.0)}
@@ -135,15 +135,15 @@ def test_rouge_lsum_is_summary_level_and_rouge_l_is_not():
 def test_rouge_uses_porter_stemming_and_averages_over_examples():
     # "cats running" vs "cat runs": stemmed both are [cat, run] -> every score 1 (without stemming: 0).
     # Averaged with an example sharing nothing (0): 50 each.
-    assert run_summarization.compute_rouge(["cats running", "blue"], ["cat runs", "red"]) == {
+    assert rouge.compute_rouge(["cats running", "blue"], ["cat runs", "red"]) == {
         "rouge1": 50.0, "rouge2": 50.0, "rougeL": 50.0, "rougeLsum": 50.0}
 
 
 def test_rouge_refuses_unequal_or_empty_lists():
     with pytest.raises(ValueError, match=r"^2 predictions for 1 references\.$"):
-        run_summarization.compute_rouge(["a", "b"], ["a"])
+        rouge.compute_rouge(["a", "b"], ["a"])
     with pytest.raises(ValueError, match=r"^0 predictions for 0 references\.$"):
-        run_summarization.compute_rouge([], [])
+        rouge.compute_rouge([], [])
 
 
 def test_rouge_is_computed_in_memory_without_cache_files(tmp_path, monkeypatch):
@@ -153,7 +153,7 @@ def test_rouge_is_computed_in_memory_without_cache_files(tmp_path, monkeypatch):
     import evaluate.config
 
     monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", str(tmp_path))
-    assert run_summarization.compute_rouge(["the cat sat"], ["the cat sat"])["rouge1"] == pytest.approx(100.0)
+    assert rouge.compute_rouge(["the cat sat"], ["the cat sat"])["rouge1"] == pytest.approx(100.0)
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 

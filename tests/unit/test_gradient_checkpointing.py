@@ -280,3 +280,24 @@ def test_every_script_enables_it_on_its_model_before_prepare(script):
     prepare = min(n.lineno for n in ast.walk(training) if isinstance(n, ast.Call)
                   and isinstance(n.func, ast.Attribute) and n.func.attr == "prepare")
     assert switch[0].lineno < prepare
+
+
+def test_lora_adapters_get_the_same_gradients_with_checkpointing():
+    """--use_peft with --gradient_checkpointing: a Llama wrapped in LoRA adapters (frozen base, frozen embeddings)
+    and then checkpointed trains its adapters with the gradients of the plain run. The non-reentrant checkpoint
+    needs no `enable_input_require_grads` although no input of a checkpointed block requires grad."""
+    import argparse
+
+    from common.adapters import apply_peft
+
+    model, batch = tiny_model_and_batch("llama")
+    args = argparse.Namespace(use_peft=True, lora_r=4, lora_alpha=8.0, lora_dropout=P,
+                              lora_target_modules="all-linear", lora_modules_to_save=None)
+    model = apply_peft(model, args, task_type="CAUSAL_LM")
+    checkpointed = copy.deepcopy(model)
+    assert enable_gradient_checkpointing(checkpointed) > 0
+    loss, grads, calls = training_step(model, batch, seed=3)
+    gc_loss, gc_grads, gc_calls = training_step(checkpointed, batch, seed=3)
+    assert gc_calls > calls and torch.equal(gc_loss, loss)
+    assert grads.keys() == gc_grads.keys() and grads and all("lora_" in name for name in grads)
+    assert not gradients_differ(grads, gc_grads)

@@ -21,6 +21,7 @@ Checkpoints (`step_N/`, `epoch_N/`) hold the whole wrapped model, so a resume is
 import argparse
 import copy
 import os
+import re
 
 MERGED_SUBFOLDER = "merged"
 ALL_LINEAR = "all-linear"
@@ -96,7 +97,7 @@ def target_modules(args, model):
             raise ValueError(f"--use_peft: PEFT has no default LoRA targets for model type {model_type!r}; give "
                              f"--lora_target_modules (module name suffixes, e.g. 'query,value', or '{ALL_LINEAR}').")
         return list(DEFAULTS[model_type])
-    if args.lora_target_modules.strip() == ALL_LINEAR:
+    if args.lora_target_modules.strip().lower() == ALL_LINEAR:
         return ALL_LINEAR
     names = [n.strip() for n in args.lora_target_modules.split(",") if n.strip()]
     module_names = [name for name, _ in model.named_modules()]
@@ -131,6 +132,9 @@ def apply_peft(model, args, task_type=None, modules_to_save=None, logger=None):
     """
     if not getattr(args, "use_peft", False):
         return model
+    if not getattr(args, "model_name_or_path", None):
+        raise ValueError("--use_peft needs pretrained weights (--model_name_or_path): on a model built from a config "
+                         "every base weight would stay at its random initialisation, frozen.")
     from peft import LoraConfig, get_peft_model
 
     from .launch import loaded_weight_reports
@@ -145,10 +149,18 @@ def apply_peft(model, args, task_type=None, modules_to_save=None, logger=None):
     else:
         heads = [m for m in (modules_to_save or []) if m in leaf_names]
     config = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-                        target_modules=target_modules(args, model), modules_to_save=heads or None,
+                        target_modules=target_modules(args, model), modules_to_save=list(heads) or None,
                         task_type=task_type)
     new_weights = sorted({w for report in loaded_weight_reports() for w in report["weights"]})
-    model = get_peft_model(model, config)
+    try:
+        model = get_peft_model(model, config)
+    except ValueError as error:  # PEFT's own: a module type LoRA cannot adapt, a name that matches no module
+        flag = "--lora_modules_to_save" if "modules_to_save" in str(error) else "--lora_target_modules"
+        targets = config.target_modules if isinstance(config.target_modules, str) else sorted(config.target_modules)
+        reason = " ".join(re.sub(r"\(\s*\n.*?\n\)", "(...)", str(error), flags=re.S).split())[:300]
+        raise ValueError(f"--use_peft: PEFT cannot build the adapter ({flag}; targets {targets}, trained in full "
+                         f"{sorted(set(heads))}): {reason} LoRA adapts linear, convolution and embedding layers; "
+                         "name those.") from None
     trained, frozen = set(), set()
     for name, parameter in model.named_parameters():  # PEFT's names back to the checkpoint's
         plain = name.removeprefix("base_model.model.")

@@ -90,7 +90,16 @@ RUN_SETTING_FLAGS = (
     "lora_alpha",
     "lora_dropout",
     "lora_target_modules",
+    "lora_modules_to_save",
+    # run_sft's data: another value builds other examples or rows, so a position in the epoch would mean others
+    "max_seq_length",
+    "packing",
+    "train_on_prompt",
+    "prompt_template",
+    "system_prompt",
+    "chat_template",
 )
+_LORA_FLAGS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_modules_to_save")
 # Not recorded: --num_train_epochs / --max_train_steps (continuing a run to more steps is a common, deliberate
 # resume; the schedule is then re-sized, as in the transformers examples).
 _PATH_FLAGS = ("model_name_or_path", "config_name", "train_file")
@@ -104,6 +113,8 @@ def run_settings(args, accelerator):
         by another relative path is the same setting) and `num_processes`.
     """
     settings = {flag: getattr(args, flag) for flag in RUN_SETTING_FLAGS if hasattr(args, flag)}
+    if not settings.get("use_peft"):  # the LoRA sizes mean nothing without --use_peft
+        settings = {k: v for k, v in settings.items() if k not in _LORA_FLAGS}
     for flag in _PATH_FLAGS:
         value = settings.get(flag)
         if value is not None and os.path.exists(str(value)):

@@ -97,7 +97,8 @@ def parse_args(argv=None):
     if args.test_file is not None:
         parser.error("--test_file is not used by run_sft.py; evaluation uses --validation_file.")
     if args.chat_template is not None and not os.path.isfile(args.chat_template):
-        parser.error(f"--chat_template {args.chat_template}: no such file")
+        kind = "a folder" if os.path.isdir(args.chat_template) else "no such file"
+        parser.error(f"--chat_template {args.chat_template}: {kind}; expected a Jinja template file")
     return args
 
 
@@ -107,7 +108,7 @@ def load_raw_datasets(args):
 
     Returns:
         (`datasets.DatasetDict` with "train" (unless only --validation_file is given) and "validation",
-        {split: source name for error messages}).
+        {split: source name for error messages}, {split: file row of the split's first row}).
     """
     import datasets
 
@@ -117,11 +118,13 @@ def load_raw_datasets(args):
     else:
         raw = load_data_files({"train": args.train_file, "validation": args.validation_file})
         sources = {"train": args.train_file, "validation": args.validation_file}
+    first_rows = {split: 0 for split in raw}  # the file row of each split's first row, for error messages
     if "validation" not in raw:
         raw["train"], raw["validation"] = split_validation(raw["train"], args.validation_split_percentage,
                                                            sources["train"])
-        sources["validation"] = f"{sources['train']} (the first {args.validation_split_percentage} %)"
-    return raw, sources
+        sources["validation"] = sources["train"]
+        first_rows.update(validation=0, train=len(raw["validation"]))
+    return raw, sources, first_rows
 
 
 def data_format(args, columns, source):
@@ -132,6 +135,9 @@ def data_format(args, columns, source):
     """
     if args.prompt_template is not None:
         fields = template_fields(args.prompt_template)
+        if args.completion_column in fields:
+            raise ValueError(f"--prompt_template {args.prompt_template!r} uses the answer column "
+                             f"'{args.completion_column}' (--completion_column): the prompt would hold its answer.")
         missing = [f for f in fields + [args.completion_column] if f not in columns]
         if missing:
             raise ValueError(f"{source}: --prompt_template / --completion_column name the column(s) {missing}, not "
@@ -193,7 +199,14 @@ def to_conversation(example, args, shape, where):
             raise ValueError(f"{where}: an assistant turn is empty.")
     else:
         if shape == "template":
-            prompt = args.prompt_template.format(**{k: "" if v is None else v for k, v in example.items()})
+            missing = [f for f in template_fields(args.prompt_template) if example.get(f) is None]
+            if missing:
+                raise ValueError(f"{where}: the --prompt_template column(s) {missing} are empty (null).")
+            try:
+                prompt = args.prompt_template.format(**example)
+            except (ValueError, TypeError, KeyError, IndexError) as error:
+                raise ValueError(f"{where}: --prompt_template {args.prompt_template!r} cannot format this row "
+                                 f"({type(error).__name__}: {error}).") from None
         else:
             prompt = example[args.prompt_column]
         completion = example[args.completion_column]
@@ -208,9 +221,18 @@ def to_conversation(example, args, shape, where):
     return messages
 
 
-def render(tokenizer, messages, add_generation_prompt=False):
-    """The chat template's text of `messages` (no tokenisation)."""
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+def render(tokenizer, messages, add_generation_prompt=False, where="a conversation"):
+    """The chat template's text of `messages` (no tokenisation).
+
+    Raises:
+        ValueError: naming `where` and the template when it fails on them (a syntax error, an undefined name, its
+            own `raise_exception`, e.g. "roles must alternate").
+    """
+    try:
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    except Exception as error:  # jinja2's TemplateError family, and transformers' ValueErrors about the input
+        raise ValueError(f"{where}: the chat template (the tokenizer's, or --chat_template) fails on this "
+                         f"conversation: {type(error).__name__}: {error}") from None
 
 
 def assistant_spans(tokenizer, messages, where):
@@ -228,13 +250,13 @@ def assistant_spans(tokenizer, messages, where):
     Raises:
         ValueError: naming `where` when the template renders a conversation not as an extension of its prefix.
     """
-    text = render(tokenizer, messages)
+    text = render(tokenizer, messages, where=where)
     spans = []
     for i, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        before = render(tokenizer, messages[:i], add_generation_prompt=True) if i else ""
-        through = render(tokenizer, messages[: i + 1])
+        before = render(tokenizer, messages[:i], add_generation_prompt=True, where=where) if i else ""
+        through = render(tokenizer, messages[: i + 1], where=where)
         if not text.startswith(through) or not through.startswith(before):
             raise ValueError(f"{where}: the chat template does not render this conversation as an extension of its "
                              f"first {i} turn(s), so the assistant's tokens cannot be located; use another "
@@ -259,6 +281,10 @@ def tokenize_conversation(tokenizer, messages, train_on_prompt, where):
     else:
         labels = [token if any(start <= begin < end for start, end in spans) else -100
                   for token, (begin, _) in zip(ids, encoding["offset_mapping"])]
+        if all(label == -100 for label in labels):
+            raise ValueError(f"{where}: no token of the rendered conversation was written by the assistant, so none "
+                             "carries loss: the chat template drops the assistant's text; use another "
+                             "--chat_template.")
     return {"input_ids": ids, "labels": labels}
 
 
@@ -296,14 +322,17 @@ class SFTCollator:
     mask; packed rows (with position_ids) get none and their padding is one more "example" (positions from 0),
     so that transformers' block-diagonal mask keeps it apart (see `pack_examples`)."""
 
-    def __init__(self, pad_token_id, pad_to_multiple_of=None):
+    def __init__(self, pad_token_id, pad_to_multiple_of=None, max_length=None):
         self.pad_token_id = pad_token_id
         self.pad_to_multiple_of = pad_to_multiple_of
+        self.max_length = max_length  # --pad_to_multiple_of never pads beyond it (the model's positions)
 
     def __call__(self, rows):
-        length = max(len(r["input_ids"]) for r in rows)
+        longest = max(len(r["input_ids"]) for r in rows)
+        length = longest
         if self.pad_to_multiple_of:
             length = -(-length // self.pad_to_multiple_of) * self.pad_to_multiple_of
+            length = max(longest, min(length, self.max_length or length))
         batch = {"input_ids": [], "labels": []}
         packed = "position_ids" in rows[0]
         batch["position_ids" if packed else "attention_mask"] = []
@@ -318,8 +347,30 @@ class SFTCollator:
         return {k: torch.tensor(v, dtype=torch.long) for k, v in batch.items()}
 
 
-def preprocess(args, raw_datasets, sources, tokenizer, max_seq_length, accelerator):
-    """Conversations -> tokenised examples (train packed with --packing); too-long examples dropped and counted.
+def check_generation_prompt(args, tokenizer, messages, model_max, where):
+    """Checks before training that a validation conversation can be answered by generation after each epoch: a
+    user turn before its last assistant turn, and its prompt plus --max_new_tokens within the model's maximum
+    length (beyond it the position embeddings fail inside `generate`, after training).
+
+    Raises:
+        ValueError: naming `where`, and --max_new_tokens with the token counts.
+    """
+    last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    if not any(m["role"] == "user" for m in messages[:last]):
+        raise ValueError(f"{where}: no user turn before the last assistant turn, so there is no question to answer "
+                         "by generation (--num_eval_samples); put one first, or --num_eval_samples 0.")
+    prompt_tokens = len(tokenizer(render(tokenizer, messages[:last], add_generation_prompt=True, where=where),
+                                  add_special_tokens=False)["input_ids"])
+    if model_max is not None and prompt_tokens + args.max_new_tokens > model_max:
+        raise ValueError(f"{where}: its prompt ({prompt_tokens} tokens) + --max_new_tokens {args.max_new_tokens} "
+                         f"exceed the model's maximum length ({model_max}); lower --max_new_tokens or "
+                         "--num_eval_samples.")
+
+
+def preprocess(args, raw_datasets, sources, tokenizer, max_seq_length, accelerator, model_max=None,
+               first_rows=None):
+    """Conversations -> tokenised examples (train packed with --packing); too-long examples dropped and counted;
+    the first --num_eval_samples validation conversations checked for generation (`check_generation_prompt`).
 
     Returns:
         (train examples or None, eval examples, eval conversations (for generation), dropped counts per split).
@@ -336,12 +387,14 @@ def preprocess(args, raw_datasets, sources, tokenizer, max_seq_length, accelerat
             rows = dataset.select(range(min(limit, len(dataset)))) if limit is not None else dataset
             examples, kept, too_long = [], [], 0
             for index, row in enumerate(rows):
-                where = f"{sources[split]} ({split}), row {index}"
+                where = f"{sources[split]} ({split}), row {index + (first_rows or {}).get(split, 0)}"
                 messages = to_conversation(row, args, shape, where)
                 example = tokenize_conversation(tokenizer, messages, args.train_on_prompt, where)
                 if len(example["input_ids"]) > max_seq_length:
                     too_long += 1
                     continue
+                if split == "validation" and len(kept) < args.num_eval_samples:
+                    check_generation_prompt(args, tokenizer, messages, model_max, where)
                 examples.append(example)
                 kept.append(messages)
             if not examples:
@@ -476,13 +529,23 @@ def load_model_and_tokenizer(args):
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_name or args.model_name_or_path,
                                               use_fast=not args.use_slow_tokenizer, **common)
     if args.chat_template:
-        tokenizer.chat_template = Path(args.chat_template).read_text()
+        try:
+            tokenizer.chat_template = Path(args.chat_template).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"--chat_template {args.chat_template}: not a readable UTF-8 text file "
+                             f"({type(error).__name__}: {error}).") from None
+        if not tokenizer.chat_template.strip():
+            raise ValueError(f"--chat_template {args.chat_template}: the file is empty; expected a Jinja template.")
     if not tokenizer.chat_template:
         raise ValueError(f"The tokenizer of {args.tokenizer_name or args.model_name_or_path} has no chat template; "
                          "give one with --chat_template FILE (a Jinja template, e.g. ChatML).")
     if not tokenizer.is_fast:
         raise ValueError("--use_slow_tokenizer: run_sft.py needs a fast tokenizer (character offsets locate the "
                          "assistant's tokens).")
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is None:
+        raise ValueError(f"The tokenizer of {args.tokenizer_name or args.model_name_or_path} has neither a pad nor an "
+                         "end-of-sequence token: batches cannot be padded and answers cannot end; give it an "
+                         "eos_token (tokenizer_config.json).")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(args.model_name_or_path, dtype=torch.float32, **common)
@@ -506,7 +569,7 @@ def training_function(args):
     )
     setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
-    raw_datasets, sources = load_raw_datasets(args)
+    raw_datasets, sources, first_rows = load_raw_datasets(args)
     if "train" not in raw_datasets and args.max_train_steps != 0:
         raise ValueError("No training data: give --train_file (or --max_train_steps 0 to only evaluate).")
     tokenizer, model = load_model_and_tokenizer(args)
@@ -514,8 +577,8 @@ def training_function(args):
     max_seq_length = (capped_length("--max_seq_length", args.max_seq_length, model_max, logger)
                       if args.max_seq_length else min(DEFAULT_MAX_SEQ_LENGTH, model_max or DEFAULT_MAX_SEQ_LENGTH))
     train_dataset, eval_dataset, eval_conversations, dropped = preprocess(
-        args, raw_datasets, sources, tokenizer, max_seq_length, accelerator)
-    collator = SFTCollator(tokenizer.pad_token_id, pad_to_multiple_of=args.pad_to_multiple_of)
+        args, raw_datasets, sources, tokenizer, max_seq_length, accelerator, model_max, first_rows)
+    collator = SFTCollator(tokenizer.pad_token_id, args.pad_to_multiple_of, max_length=max_seq_length)
     eval_dataloader = build_eval_dataloader(args, eval_dataset, collator)
     train_dataloader = build_train_dataloader(args, train_dataset, collator, accelerator)
     plan = plan_training_steps(args, train_dataloader, accelerator)

@@ -112,8 +112,8 @@ def test_a_new_head_left_frozen_is_refused(tiny_bert):
     from common.launch import setup_logging
 
     setup_logging(Accelerator(cpu=True), get_logger("test_peft"))  # installs the load-report reader
-    args = argparse.Namespace(use_peft=True, lora_r=4, lora_alpha=8.0, lora_dropout=0.0, lora_target_modules=None,
-                              lora_modules_to_save=None)
+    args = argparse.Namespace(use_peft=True, model_name_or_path=str(tiny_bert), lora_r=4, lora_alpha=8.0,
+                              lora_dropout=0.0, lora_target_modules=None, lora_modules_to_save=None)
     with pytest.raises(ValueError, match=r"would stay frozen at their random initialisation: \['cls.predictions"):
         apply_peft(BertForMaskedLM.from_pretrained(tiny_bert), args)
     args.lora_modules_to_save = "cls"
@@ -132,3 +132,44 @@ def test_adapter_flags_need_use_peft(tmp_path, tiny_bert, classification_data, f
     with pytest.raises(ValueError, match=message):
         run_glue.main(["--model_name_or_path", str(tiny_bert), *map(str, data_args(classification_data)),
                        "--output_dir", str(tmp_path / "out"), *flags])
+
+
+def test_peft_errors_name_our_flags(tmp_path, tiny_bert, classification_data):
+    """Found by the break test: PEFT's own errors (a module type LoRA cannot adapt, a head name it cannot wrap)
+    came out as tracebacks printing whole modules; LoRA on a model built from a config trained random frozen
+    weights."""
+    import run_glue
+
+    common = ["--model_name_or_path", str(tiny_bert), *map(str, data_args(classification_data)),
+              "--output_dir", str(tmp_path / "out"), *LORA]
+    with pytest.raises(ValueError, match=r"PEFT cannot build the adapter \(--lora_target_modules; targets "
+                                         r"\['attention'\], trained in full \['classifier'\]\): Target module "
+                                         r"BertAttention\(\.\.\.\) is not supported"):
+        run_glue.main([*common, "--lora_target_modules", "attention"])
+    import argparse
+
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    from common.adapters import apply_peft
+
+    from_config = argparse.Namespace(use_peft=True, model_name_or_path=None, lora_r=4, lora_alpha=8.0,
+                                     lora_dropout=0.0, lora_target_modules="convolution", lora_modules_to_save=None)
+    with pytest.raises(ValueError, match="--use_peft needs pretrained weights"):
+        apply_peft(ResNetForImageClassification(ResNetConfig()), from_config)
+
+
+def test_run_settings_record_lora_and_sft_data_flags_only_where_they_mean_something():
+    import argparse
+
+    from accelerate import PartialState
+
+    from common.run import run_settings
+
+    class State:
+        num_processes = PartialState(cpu=True).num_processes
+
+    plain = argparse.Namespace(use_peft=False, lora_r=8, lora_modules_to_save=None, packing=False,
+                               max_seq_length=512)
+    assert "lora_r" not in run_settings(plain, State) and run_settings(plain, State)["packing"] is False
+    lora = argparse.Namespace(use_peft=True, lora_r=8, lora_modules_to_save="lm_head")
+    assert run_settings(lora, State)["lora_modules_to_save"] == "lm_head"

@@ -218,3 +218,95 @@ def test_two_processes_with_lora_learn_and_agree_on_generations(tmp_path, tiny_l
     assert results["eval_generation_rouge1"] >= 90
     assert (tmp_path / "out" / "adapter_model.safetensors").is_file()
     assert results["trainable_parameters"] < results["total_parameters"] / 2
+
+
+# ----- break-test findings (2026-12-03): each was a crash after training, a traceback, or silent; now refused
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def chat(user, answer):
+    return {"messages": [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]}
+
+
+@pytest.mark.parametrize("bad_row,extra,message", [
+    ({"messages": [{"role": "system", "content": "be brief"}, {"role": "assistant", "content": "ok"}]}, [],
+     r"validation.jsonl \(validation\), row 1: no user turn before the last assistant turn"),
+    ({"messages": [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "hi"}]}, [],
+     r"row 1: no user turn before the last assistant turn"),
+    (chat("hi", "ok"), ["--max_new_tokens", "127"], r"row 0: its prompt \(\d+ tokens\) \+ --max_new_tokens 127 "
+                                                    r"exceed the model's maximum length \(128\)"),
+])
+def test_validation_rows_that_generation_would_fail_on_are_refused_before_training(tmp_path, tiny_llama, chat_data,
+                                                                                   bad_row, extra, message):
+    """Found by the break test: these validation rows trained, then crashed in the generation after the epoch
+    (IndexError, "Cannot apply chat template to an empty conversation", position embeddings) and lost the model."""
+    validation = write_jsonl(tmp_path / "validation.jsonl", [chat("hi", "ok"), bad_row])
+    with pytest.raises(ValueError, match=message):
+        run_sft.main(["--model_name_or_path", str(tiny_llama), "--train_file", str(chat_data["train"]),
+                      "--validation_file", str(validation), "--output_dir", str(tmp_path / "out"), *extra])
+    assert not (tmp_path / "out" / "all_results.json").exists()
+
+
+def test_chat_template_problems_are_refused_naming_the_flag_or_row(tmp_path, tiny_llama, chat_data):
+    common = ["--model_name_or_path", str(tiny_llama), "--train_file", str(chat_data["train"]),
+              "--validation_file", str(chat_data["validation"]), "--output_dir", str(tmp_path / "out")]
+    templates = {"constant.jinja": "hello", "broken.jinja": "{% for m in messages %}{{ m['content'] }",
+                 "empty.jinja": "  \n"}
+    for name, text in templates.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "latin1.jinja").write_bytes(b"caf\xe9 {{ messages }}")
+    (tmp_path / "folder.jinja").mkdir()
+    for name, message in [("constant.jinja", r"train\), row 0: no token of the rendered conversation was written by "
+                                             "the assistant"),
+                          ("broken.jinja", r"row 0: the chat template .* fails on this conversation: "
+                                           "TemplateSyntaxError"),
+                          ("empty.jinja", "empty.jinja: the file is empty"),
+                          ("latin1.jinja", "latin1.jinja: not a readable UTF-8 text file")]:
+        with pytest.raises(ValueError, match=message):
+            run_sft.main([*common, "--chat_template", str(tmp_path / name)])
+    with pytest.raises(SystemExit):
+        run_sft.main([*common, "--chat_template", str(tmp_path / "folder.jinja")])
+
+
+def test_tokenizer_without_pad_or_eos_is_refused(tmp_path, tiny_llama, chat_data):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama)
+    tokenizer.pad_token, tokenizer.eos_token = None, None
+    tokenizer.save_pretrained(tmp_path / "tok")
+    with pytest.raises(ValueError, match="has neither a pad nor an end-of-sequence token"):
+        run_sft.main(["--model_name_or_path", str(tiny_llama), "--tokenizer_name", str(tmp_path / "tok"),
+                      "--train_file", str(chat_data["train"]), "--output_dir", str(tmp_path / "out")])
+
+
+def test_prompt_template_rows_that_cannot_be_formatted():
+    args = args_for(prompt_template="Classify: {text:d}", completion_column="label")
+    with pytest.raises(ValueError, match=r"row 4: --prompt_template 'Classify: \{text:d\}' cannot format this row "
+                                         r"\(ValueError: Unknown format code 'd'"):
+        run_sft.to_conversation({"text": "a b", "label": "x"}, args, "template", "f, row 4")
+    with pytest.raises(ValueError, match=r"row 2: the --prompt_template column\(s\) \['text'\] are empty \(null\)"):
+        run_sft.to_conversation({"text": None, "label": "x"}, args_for(prompt_template="{text}",
+                                                                       completion_column="label"), "template",
+                                "f, row 2")
+    with pytest.raises(ValueError, match="uses the answer column 'label'"):
+        run_sft.data_format(args_for(prompt_template="{text} -> {label}", completion_column="label"),
+                            ["text", "label"], "f")
+
+
+def test_row_numbers_count_from_the_file_when_validation_is_held_out(tmp_path, tiny_llama):
+    """With --validation_split_percentage the training split starts after the held-out rows; errors give the
+    file's row, not the split's."""
+    rows = [chat("hi", "ok") for _ in range(9)] + [chat("hi", " ")]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    with pytest.raises(ValueError, match=r"train.jsonl \(train\), row 9: an assistant turn is empty"):
+        run_sft.main(["--model_name_or_path", str(tiny_llama), "--train_file", str(train),
+                      "--validation_split_percentage", "20", "--output_dir", str(tmp_path / "out")])
+
+
+def test_padding_multiple_never_pads_past_the_maximum_length():
+    collate = run_sft.SFTCollator(0, pad_to_multiple_of=32, max_length=48)
+    batch = collate([{"input_ids": [1] * 40, "labels": [1] * 40}])
+    assert batch["input_ids"].shape == (1, 48)  # 64 would run past the model's 48 positions
+    assert run_sft.SFTCollator(0, 32, 128)([{"input_ids": [1] * 40, "labels": [1] * 40}])["input_ids"].shape == (1, 64)

@@ -291,7 +291,7 @@ def test_lora_adapters_get_the_same_gradients_with_checkpointing():
     from common.adapters import apply_peft
 
     model, batch = tiny_model_and_batch("llama")
-    args = argparse.Namespace(use_peft=True, lora_r=4, lora_alpha=8.0, lora_dropout=P,
+    args = argparse.Namespace(use_peft=True, model_name_or_path="pretrained", lora_r=4, lora_alpha=8.0, lora_dropout=P,
                               lora_target_modules="all-linear", lora_modules_to_save=None)
     model = apply_peft(model, args, task_type="CAUSAL_LM")
     checkpointed = copy.deepcopy(model)

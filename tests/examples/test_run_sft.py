@@ -310,3 +310,30 @@ def test_padding_multiple_never_pads_past_the_maximum_length():
     batch = collate([{"input_ids": [1] * 40, "labels": [1] * 40}])
     assert batch["input_ids"].shape == (1, 48)  # 64 would run past the model's 48 positions
     assert run_sft.SFTCollator(0, 32, 128)([{"input_ids": [1] * 40, "labels": [1] * 40}])["input_ids"].shape == (1, 64)
+
+
+def test_evaluate_scores_exactly_the_assistant_tokens(tiny_llama):
+    """evaluate() (which casts only the scored positions to float32, to fit a 49k-token vocabulary in memory)
+    gives the token-weighted mean of the model's own per-example losses over the assistant tokens."""
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = word_tokenizer()
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama).eval()
+    conversations = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+                     [{"role": "user", "content": "ok ?"}, {"role": "assistant", "content": "positive or negative"}],
+                     [{"role": "user", "content": "this good"}, {"role": "assistant", "content": "positive"}]]
+    examples = [run_sft.tokenize_conversation(tokenizer, c, False, "r") for c in conversations]
+    accelerator = Accelerator(cpu=True)
+    dataloader = accelerator.prepare(DataLoader(examples, batch_size=2, collate_fn=run_sft.SFTCollator(0)))
+    result = run_sft.evaluate(model, dataloader, accelerator)
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for example in examples:
+            ids, labels = torch.tensor([example["input_ids"]]), torch.tensor([example["labels"]])
+            n = int((labels[:, 1:] != -100).sum())
+            total += model(input_ids=ids, labels=labels).loss.item() * n
+            tokens += n
+    assert result["tokens"] == tokens == 3 + 5 + 3  # each answer's words, <|im_end|> and "\n"
+    assert result["loss"] == pytest.approx(total / tokens, abs=1e-5)

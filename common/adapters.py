@@ -22,6 +22,7 @@ import argparse
 import copy
 import os
 import re
+import warnings
 
 MERGED_SUBFOLDER = "merged"
 ALL_LINEAR = "all-linear"
@@ -153,7 +154,9 @@ def apply_peft(model, args, task_type=None, modules_to_save=None, logger=None):
                         task_type=task_type)
     new_weights = sorted({w for report in loaded_weight_reports() for w in report["weights"]})
     try:
-        model = get_peft_model(model, config)
+        with warnings.catch_warnings():  # PEFT reads transformers' deprecated `is_gradient_checkpointing`
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            model = get_peft_model(model, config)
     except ValueError as error:  # PEFT's own: a module type LoRA cannot adapt, a name that matches no module
         flag = "--lora_modules_to_save" if "modules_to_save" in str(error) else "--lora_target_modules"
         targets = config.target_modules if isinstance(config.target_modules, str) else sorted(config.target_modules)
@@ -161,6 +164,9 @@ def apply_peft(model, args, task_type=None, modules_to_save=None, logger=None):
         raise ValueError(f"--use_peft: PEFT cannot build the adapter ({flag}; targets {targets}, trained in full "
                          f"{sorted(set(heads))}): {reason} LoRA adapts linear, convolution and embedding layers; "
                          "name those.") from None
+    saved = model.peft_config["default"]  # PEFT appends its task's heads to ours ("classifier" twice): once each
+    if saved.modules_to_save:
+        saved.modules_to_save = sorted(set(saved.modules_to_save))
     trained, frozen = set(), set()
     for name, parameter in model.named_parameters():  # PEFT's names back to the checkpoint's
         plain = name.removeprefix("base_model.model.")

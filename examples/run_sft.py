@@ -522,7 +522,10 @@ def prompt_baseline(args, conversations):
             user = user[len(head):] if user.startswith(head) else user
         documents.append(user)
         references.append(messages[last]["content"])
-    return lead3_rouge(documents, references)
+    # Named after the keys they stand beside (eval_generation_rouge1 <-> eval_baseline_generation_rouge1), so the
+    # end-of-run table shows each baseline next to its metric.
+    return {key.replace("eval_baseline_", "eval_baseline_generation_"): value
+            for key, value in lead3_rouge(documents, references).items()}
 
 
 def load_model_and_tokenizer(args):

@@ -24,7 +24,6 @@ from itertools import chain
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration
@@ -55,7 +54,7 @@ from common.sampling import refuse_padding_flags
 from common.streaming import build_streaming_dataloader, check_streaming_args, plan_streaming_steps
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.gguf import mark_gguf_model_dense
-from common.tasks.lm_data import percentage, special_token_layout, split_validation
+from common.tasks.lm_data import percentage, special_token_layout, split_validation, token_loss_sums
 from common.tpu import tie_weights_on_xla
 from common.tracking import init_trackers, parse_report_to
 
@@ -338,6 +337,7 @@ def preprocess(args, raw_datasets, tokenizer, text_column, block_size, accelerat
         return tokenizer([text or "" for text in texts], verbose=False, add_special_tokens=False)
 
     processed = {}
+    prefix = block_prefix(tokenizer, block_size)  # <bos> for Llama / Gemma tokenizers, nothing for GPT-2
     # The main process tokenises first and writes the datasets cache; the others then read it.
     with accelerator.main_process_first():
         for split, dataset in raw_datasets.items():
@@ -354,7 +354,7 @@ def preprocess(args, raw_datasets, tokenizer, text_column, block_size, accelerat
             blocks = tokenized.map(
                 group_texts,
                 batched=True,
-                fn_kwargs={"block_size": block_size, "prefix": block_prefix(tokenizer, block_size)},
+                fn_kwargs={"block_size": block_size, "prefix": prefix},
                 num_proc=args.preprocessing_num_workers,
                 load_from_cache_file=not args.overwrite_cache,
                 desc=f"Grouping {split} into blocks of {block_size}",
@@ -365,27 +365,6 @@ def preprocess(args, raw_datasets, tokenizer, text_column, block_size, accelerat
             check_blocks(blocks, block_size, f"{sources[split]} ({split})")
             processed[split] = blocks
     return processed.get("train"), processed["validation"]
-
-
-def token_losses(logits, labels):
-    """Summed next-token cross-entropy and number of predicted tokens, per sequence.
-
-    Position t predicts token t + 1 (the shift of transformers' `ForCausalLMLoss`); labels of -100
-    are not predicted.
-
-    Args:
-        logits: (batch, seq_len, vocab_size) float tensor.
-        labels: (batch, seq_len) int tensor, -100 where no prediction is scored.
-
-    Returns:
-        (loss_sums, token_counts): two (batch,) tensors, float32 nats and int64 counts.
-    """
-    shift_logits = logits[:, :-1, :].float()
-    shift_labels = labels[:, 1:]
-    losses = F.cross_entropy(
-        shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1), ignore_index=-100, reduction="none"
-    ).view(shift_labels.shape)
-    return losses.sum(dim=1), (shift_labels != -100).sum(dim=1)
 
 
 def evaluate(model, dataloader, accelerator):
@@ -430,7 +409,7 @@ def evaluate(model, dataloader, accelerator):
         with torch.no_grad():
             # Without labels the model does not compute its own (unused) mean loss.
             outputs = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"))
-        sums, counts = token_losses(outputs.logits, batch["labels"])
+        sums, counts = token_loss_sums(outputs.logits, batch["labels"], shift=True)  # common/tasks/lm_data.py
         sums, counts = accelerator.gather_for_metrics((sums, counts))
         metric.add_batch(loss_sums=sums.double().cpu().numpy(), token_counts=counts.cpu().numpy())
     return metric.compute()

@@ -29,7 +29,6 @@ from itertools import chain
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration, broadcast_object_list
@@ -52,7 +51,7 @@ from common.run import TrainingRun
 from common.sampling import example_lengths, padding_multiple
 from common.streaming import MAP_BATCH_SIZE, build_streaming_dataloader, check_streaming_args, plan_streaming_steps
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
-from common.tasks.lm_data import percentage, special_token_layout, split_validation
+from common.tasks.lm_data import percentage, special_token_layout, split_validation, token_loss_sums
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
@@ -625,22 +624,6 @@ class DataCollatorForSeededMLM:
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
-def masked_token_losses(logits, labels):
-    """Summed cross-entropy over the masked tokens and their number, per example.
-
-    Args:
-        logits: (batch, seq_len, vocab_size) float tensor.
-        labels: (batch, seq_len) int tensor, -100 where nothing is predicted.
-
-    Returns:
-        (loss_sums, token_counts): two (batch,) tensors, float32 nats and int64 counts.
-    """
-    losses = F.cross_entropy(
-        logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100, reduction="none"
-    ).view(labels.shape)
-    return losses.sum(dim=1), (labels != -100).sum(dim=1)
-
-
 def evaluate(model, dataloader, accelerator):
     """Perplexity over exactly the masked validation tokens: exp(sum of their losses / their number).
 
@@ -662,7 +645,7 @@ def evaluate(model, dataloader, accelerator):
         with torch.no_grad():
             # Without labels the model does not compute its own (unused) mean loss.
             logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        sums, counts = masked_token_losses(logits, batch["labels"])
+        sums, counts = token_loss_sums(logits, batch["labels"], shift=False)  # common/tasks/lm_data.py
         sums, counts = accelerator.gather_for_metrics((sums, counts))
         samples += len(counts)
         metric.add_batch(loss_sums=sums.double().cpu().numpy(), token_counts=counts.cpu().numpy())

@@ -50,7 +50,7 @@ from common.optimization import build_lr_scheduler, build_optimizer, plan_traini
 from common.preemption import sigterm_checkpointing
 from common.reporting import progress_bar
 from common.run import TrainingRun
-from common.tasks.lm_data import percentage, split_validation
+from common.tasks.lm_data import percentage, split_validation, token_loss_sums
 from common.tasks.rouge import compute_rouge, lead3_rouge
 from common.tracking import init_trackers, parse_report_to
 
@@ -424,17 +424,9 @@ def evaluate(model, dataloader, accelerator):
     for batch in progress_bar(dataloader, accelerator, "evaluate"):
         with torch.no_grad():
             logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        # Only the positions that predict an assistant token are scored, and only they are cast to float32: a batch
-        # of 16 x 512 positions over SmolLM2's 49,152 tokens is 1.6 GB in float32, and casting it whole (then the
-        # cross-entropy's copies) ran a 2-process evaluation out of 24 GB.
-        shift_labels = batch["labels"][:, 1:]
-        scored = shift_labels != -100
-        losses = torch.nn.functional.cross_entropy(logits[:, :-1][scored].float(), shift_labels[scored],
-                                                   reduction="none")
-        sums = torch.zeros(len(shift_labels), dtype=torch.float32, device=losses.device)
-        sums.index_add_(0, scored.nonzero()[:, 0], losses)
-        del logits
-        sums, counts = accelerator.gather_for_metrics((sums, scored.sum(1)))
+        # Only the positions that predict an assistant token are cast to float32 and scored (common/tasks/lm_data.py).
+        sums, counts = token_loss_sums(logits, batch["labels"], shift=True)
+        sums, counts = accelerator.gather_for_metrics((sums, counts))
         metric.add_batch(loss_sums=sums.double().cpu().numpy(), token_counts=counts.cpu().numpy())
     return metric.compute()
 
@@ -462,7 +454,7 @@ def generate_answers(model, tokenizer, prompts, accelerator, max_new_tokens, bat
     unwrapped = accelerator.unwrap_model(model)
     sharded = accelerator.distributed_type.name == "FSDP" or (
         accelerator.distributed_type.name == "DEEPSPEED" and accelerator.state.deepspeed_plugin.zero_stage == 3)
-    tokenizer.padding_side = "left"
+    padding_side, tokenizer.padding_side = tokenizer.padding_side, "left"
     answers = []
     with accelerator.split_between_processes(list(enumerate(prompts))) as share:
         for start in range(0, len(share), batch_size):
@@ -474,9 +466,8 @@ def generate_answers(model, tokenizer, prompts, accelerator, max_new_tokens, bat
                                             pad_token_id=tokenizer.pad_token_id, synced_gpus=sharded)
             texts = tokenizer.batch_decode(output[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
             answers += [(i, t.strip()) for (i, _), t in zip(chunk, texts)]
-    tokenizer.padding_side = "right"
-    gathered = sorted(gather_object(answers))
-    return [text for _, text in dict(gathered).items()]
+    tokenizer.padding_side = padding_side
+    return [text for _, text in sorted(gather_object(answers))]
 
 
 def score_answers(answers, references, metric_name):

@@ -66,8 +66,9 @@ TARGETS = [
     # run_translation's and run_summarization's one-call wrappers around the sacrebleu and rouge modules (their
     # length checks; the BLEU/chrF and ROUGE definitions are in the modules, below) and the lead-3 sentence split
     ("examples/run_translation.py", ("compute_metrics",), ["tests/unit/test_translation.py"]),
-    ("examples/run_summarization.py", ("split_sentences", "compute_rouge"), ["tests/unit/test_metric_definitions.py"]),
-    ("examples/run_clm.py", ("token_losses",), ["tests/unit/test_clm.py"]),
+    ("common/tasks/rouge.py", ("split_sentences", "compute_rouge"), ["tests/unit/test_metric_definitions.py"]),
+    # the per-sequence token losses of run_clm's, run_mlm's and run_sft's perplexity
+    ("common/tasks/lm_data.py", ("token_loss_sums",), ["tests/unit/test_clm.py", "tests/unit/test_mlm.py"]),
     # COCO mAP: its own hand-computed test file (seconds; one metric object for the file), so that
     # `--only coco_map` runs only it (in a full run its tests in test_metric_modules.py run as well)
     ("common/metrics/coco_map/coco_map.py", ("!*._info", "!*.add_batch", "!*.add"),

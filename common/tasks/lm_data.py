@@ -1,7 +1,10 @@
-"""Language-model data preparation shared by run_clm, run_mlm and run_sft: the validation split held out of the
-training rows, and where a tokenizer puts its special tokens."""
+"""Language-model data preparation and scoring shared by run_clm, run_mlm and run_sft: the validation split held
+out of the training rows, where a tokenizer puts its special tokens, and the per-sequence token losses their
+perplexity is made of."""
 
 import argparse
+
+import torch.nn.functional as F
 
 
 def special_token_layout(tokenizer):
@@ -52,3 +55,28 @@ def split_validation(dataset, validation_percentage, source=None):
             "empty split; give a --validation_file or another percentage."
         )
     return dataset.select(range(num_validation, len(dataset))), dataset.select(range(num_validation))
+
+
+def token_loss_sums(logits, labels, shift):
+    """Summed cross-entropy over the scored tokens (labels != -100) and their number, per sequence.
+
+    Only the scored positions are cast to float32 and scored: the whole logits in float32 are batch x length x
+    vocabulary x 4 bytes (1.6 GB for 16 x 512 positions over SmolLM2's 49,152 tokens; run_sft's 2-process
+    evaluation was OOM-killed that way), the scored ones a few per sequence.
+
+    Args:
+        logits: (batch, seq_len, vocab_size) tensor (any float dtype).
+        labels: (batch, seq_len) int tensor, -100 where nothing is scored.
+        shift: True for causal LMs: position t predicts token t + 1 (the shift of transformers'
+            `ForCausalLMLoss`); False for masked LMs, whose position t predicts its own label.
+
+    Returns:
+        (loss_sums, token_counts): two (batch,) tensors, float32 nats and int64 counts.
+    """
+    if shift:
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    scored = labels != -100
+    losses = F.cross_entropy(logits[scored].float(), labels[scored], reduction="none")
+    sums = losses.new_zeros(labels.shape[0])  # float32, on the logits' device
+    sums.index_add_(0, scored.nonzero()[:, 0], losses)
+    return sums, scored.sum(dim=1)

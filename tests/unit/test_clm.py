@@ -12,6 +12,7 @@ import train_tokenizer
 from accelerate import PartialState
 
 import run_clm
+from common.tasks.lm_data import token_loss_sums
 
 LINES = ["the cat sees a horse .", "", "a dog likes the bird .", "my friend calls her brother ."]
 
@@ -102,17 +103,17 @@ def test_check_blocks_rejects_empty_and_uneven_blocks():
 
 
 # ---------------------------------------------------------------- loss and perplexity
-def test_token_losses_uniform_logits_and_ignored_labels():
+def test_token_loss_sums_uniform_logits_and_ignored_labels():
     vocab = 7
     logits = torch.zeros(2, 5, vocab)  # uniform prediction: every token costs ln(7)
     labels = torch.tensor([[1, 2, 3, 4, 5], [1, 2, -100, -100, 6]])
-    sums, counts = run_clm.token_losses(logits, labels)
+    sums, counts = token_loss_sums(logits, labels, shift=True)
     # Positions 1..4 are predicted; in row 2 two of them are -100.
     assert counts.tolist() == [4, 2]
     assert sums.tolist() == pytest.approx([4 * math.log(vocab), 2 * math.log(vocab)])
 
 
-def test_token_losses_match_the_models_own_mean_loss():
+def test_token_loss_sums_match_the_models_own_mean_loss():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
@@ -120,7 +121,7 @@ def test_token_losses_match_the_models_own_mean_loss():
     input_ids = torch.randint(0, 50, (3, 10))
     with torch.no_grad():
         outputs = model(input_ids=input_ids, labels=input_ids)
-    sums, counts = run_clm.token_losses(outputs.logits, input_ids)
+    sums, counts = token_loss_sums(outputs.logits, input_ids, shift=True)
     assert counts.tolist() == [9, 9, 9]
     assert (sums.sum() / counts.sum()).item() == pytest.approx(outputs.loss.item(), rel=1e-5)
 

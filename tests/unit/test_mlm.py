@@ -15,6 +15,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processor
 from transformers import BertConfig, PreTrainedTokenizerFast, RobertaConfig
 
 from common.metrics import load_metric
+from common.tasks.lm_data import token_loss_sums
 from conftest import SHARED_DATA
 from run_mlm import (
     EVAL_MASK_STREAM,
@@ -23,7 +24,6 @@ from run_mlm import (
     MaskSeededDataset,
     group_texts,
     mask_example,
-    masked_token_losses,
     model_max_positions,
     num_tokens_to_mask,
     resolve_max_seq_length,
@@ -266,9 +266,9 @@ def test_perplexity_weights_masked_tokens_not_batches():
     labels_b = torch.tensor([[0, 0, 0]])
     metric = load_metric("perplexity", keep_in_memory=True)
     for logits, labels in ((logits_a, labels_a), (logits_b, labels_b)):
-        sums, counts = masked_token_losses(logits, labels)
+        sums, counts = token_loss_sums(logits, labels, shift=False)
         metric.add_batch(loss_sums=sums.double().numpy(), token_counts=counts.numpy())
-    sums_b, counts_b = masked_token_losses(logits_b, labels_b)
+    sums_b, counts_b = token_loss_sums(logits_b, labels_b, shift=False)
     assert sums_b.item() == pytest.approx(3 * math.log(4)) and counts_b.tolist() == [3]
     result = metric.compute()
     assert result["tokens"] == 4

@@ -398,13 +398,20 @@ class TrainingRun:
         self._window_loss += loss
         self._window_micro_batches += 1
 
-    def after_optimizer_step(self, epoch):
+    def after_optimizer_step(self, epoch, logs=None):
         """After each optimizer step (`accelerator.sync_gradients`), on every process: advances the
         progress bar, logs `loss` and `learning_rate` at step `completed_steps`, writes `step_N` every
         `--checkpointing_steps`, and on SIGTERM/SIGUSR1 saves `step_N` and exits with status 75 -- after the
         epoch's evaluation when this step ends the epoch (see `after_epoch`).
 
         One all-reduce per step carries the window's loss and the preemption flag of every process.
+
+        Args:
+            epoch: the 0-based epoch being trained.
+            logs: optional {name: float} of further per-step values the script computed (already the same on every
+                process, e.g. reduced over processes), logged with `loss` and `learning_rate`; a "loss" key
+                replaces the window mean (for a script whose loss is normalised over the window, not per
+                micro-batch).
 
         Returns:
             `self.finished`: True once `max_train_steps` optimizer steps are done (the loop then breaks).
@@ -421,6 +428,8 @@ class TrainingRun:
             stats = self.accelerator.reduce(stats, reduction="sum")
         window_loss_sum, window_micro_batches, preempted = stats.tolist()
         step_loss = window_loss_sum / max(window_micro_batches, 1)
+        logs = dict(logs or {})
+        step_loss = logs.pop("loss", step_loss)
         self._epoch_loss += self._window_loss
         self._epoch_micro_batches += self._window_micro_batches
         self._window_loss.zero_()
@@ -434,7 +443,8 @@ class TrainingRun:
         self.progress_bar.set_postfix(loss=f"{step_loss:.4g}", lr=f"{learning_rate:.3g}", refresh=False)
         self.progress_bar.update(1)
         if self.args.with_tracking:
-            self.accelerator.log({"loss": step_loss, "learning_rate": learning_rate}, step=self.completed_steps)
+            logged = {"loss": step_loss, "learning_rate": learning_rate, **logs}
+            self.accelerator.log(logged, step=self.completed_steps)
         checkpointing_steps = self.args.checkpointing_steps
         if isinstance(checkpointing_steps, int) and self.completed_steps % checkpointing_steps == 0:
             self.save_checkpoint(f"step_{self.completed_steps}", epoch)

@@ -48,7 +48,7 @@ from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.images import open_image, to_rgb
-from common.tasks.labels import align_labels
+from common.tasks.labels import align_labels, resolve_class_labels
 from common.tasks.predictions import write_label_predictions
 from common.tracking import init_trackers, parse_report_to
 
@@ -356,62 +356,6 @@ def split_and_truncate(args, raw_datasets):
     if args.max_eval_samples is not None and args.max_eval_samples < len(validation):
         validation = validation.shuffle(seed=seed).select(range(args.max_eval_samples))
     return train, validation
-
-
-def resolve_labels(args, train_dataset, eval_dataset, sources):
-    """The class names, in id order, and the raw label value of each.
-
-    Returns:
-        (names, values): for a `datasets.ClassLabel` column (image folders, most Hub data) its names and the
-        ints 0..K-1; otherwise the sorted distinct values of the training labels and their strings as names.
-
-    Raises:
-        ValueError: naming the file and row of an empty label, of a label that is not a str or int or whose type
-            differs from row 0's, or the validation labels (classes of --validation_dir) never seen in training.
-    """
-    reference = train_dataset if train_dataset is not None else eval_dataset
-    feature = reference.features[args.label_column_name]
-    if isinstance(feature, datasets.ClassLabel):
-        names = list(feature.names)
-        # Image folders: the builder's ClassLabel is the union of both folders' classes, so a class that only the
-        # validation folder has would get a head output that is never trained. Refused, as for data files.
-        from_folders = sources.get("train", "").startswith("--train_dir") and "validation" in sources
-        if train_dataset is not None and from_folders:
-            trained = {names[i] for i in set(train_dataset[args.label_column_name])}
-            unseen = sorted({names[i] for i in set(eval_dataset[args.label_column_name])} - trained)
-            if unseen:
-                raise ValueError(f"{sources['validation']}: label(s) {unseen} never occur in {sources['train']} "
-                                 f"(labels there: {sorted(trained)}).")
-        return names, list(range(len(names)))
-    present = {}
-    for split, dataset in (("train", train_dataset), ("validation", eval_dataset)):
-        if dataset is None:
-            continue
-        labels = dataset[args.label_column_name]
-        # NaN: the empty cell of a CSV column of numbers.
-        empty = [i for i, label in enumerate(labels) if label is None or (isinstance(label, str) and not label)
-                 or (isinstance(label, float) and math.isnan(label))]
-        if empty:
-            raise ValueError(f"{sources.get(split, split)}, row {empty[0]}: empty label in column "
-                             f"'{args.label_column_name}' ({len(empty)} such rows).")
-        # One type for all: class names (str) or class ids (int); lists, floats and a mix cannot be sorted into ids.
-        wrong = [i for i, label in enumerate(labels) if isinstance(label, bool) or type(label) not in (str, int)
-                 or type(label) is not type(labels[0])]
-        if wrong:
-            label = labels[wrong[0]]
-            raise ValueError(
-                f"{sources.get(split, split)}, row {wrong[0]}: label {label!r} ({type(label).__name__}) in column "
-                f"'{args.label_column_name}'; expected class names (strings) or integer class ids, one type for all "
-                f"rows (row 0: {labels[0]!r}; {len(wrong)} rows differ)."
-            )
-        present[split] = set(labels)
-    values = sorted(present.get("train", present["validation"]))
-    unseen = sorted(present["validation"] - set(values), key=str) if "train" in present else []
-    if unseen:
-        where = sources.get("validation", "the held-out validation split")
-        raise ValueError(f"{where}: label(s) {unseen} never occur in {sources.get('train', 'the training split')} "
-                         f"(labels there: {values}).")
-    return [str(v) for v in values], values
 
 
 def build_config(args):
@@ -755,7 +699,7 @@ def training_function(args):
     if train_dataset is None and args.max_train_steps != 0:
         raise ValueError("No training data: give --train_dir, --train_file or a --dataset_name with a train split "
                          "(or --max_train_steps 0 to only evaluate).")
-    names, values = resolve_labels(args, train_dataset, eval_dataset, sources)
+    names, values = resolve_class_labels(args.label_column_name, train_dataset, eval_dataset, sources)
     config = build_config(args)
     label2id = align_labels(config, names, args.model_name_or_path, args.ignore_mismatched_sizes)
     label_to_id = {value: label2id[name] for value, name in zip(values, names)}

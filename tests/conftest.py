@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -206,3 +207,48 @@ def bf16_autocast_works_on_cpu():
             return (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
     except RuntimeError:
         return False
+
+
+# ----- synthetic speech-like clips for the audio scripts (run_audio_classification, run_wav2vec2_pretraining)
+TONE_CLASSES = {"low": 300.0, "mid": 900.0, "high": 2400.0}  # class -> base frequency, Hz
+
+
+def tone_clip(rng, frequency, sampling_rate, seconds):
+    """A float32 clip of `seconds` at `sampling_rate`: a tone of `frequency` Hz (jittered by 5 %) with its second
+    harmonic, an attack-decay envelope and white noise at about 15 dB SNR: learnable from its spectrum only."""
+    t = np.arange(int(seconds * sampling_rate)) / sampling_rate
+    f = frequency * rng.uniform(0.95, 1.05)
+    wave = np.sin(2 * np.pi * f * t) + 0.4 * np.sin(2 * np.pi * 2 * f * t + rng.uniform(0, np.pi))
+    envelope = np.minimum(1.0, t / 0.02) * np.exp(-t * rng.uniform(0.5, 2.0))
+    wave = 0.5 * wave * envelope / 1.4 + rng.normal(0, 0.05, size=t.shape)
+    return np.clip(wave, -1, 1).astype(np.float32)
+
+
+def write_tone_clips(root, per_class, seed, layout="folders", sampling_rate=8000, min_seconds=0.25,
+                     max_seconds=0.6):
+    """Writes `per_class` clips of each of `TONE_CLASSES`, of random durations, as files that vary the way real
+    sets do: 16-bit WAV at `sampling_rate` (8 kHz by default: the scripts must resample to 16 kHz), every third one
+    FLAC, every fourth one stereo.
+
+    Args:
+        layout: "folders" (root/<class>/<class>_<n>.<ext>) or "flat" (root/<class>_<n>.<ext>, the label in the
+            name, as FSDD's `{digit}_{speaker}_{take}.wav`).
+
+    Returns:
+        list of (path, class name), in writing order.
+    """
+    import soundfile
+
+    rng = np.random.default_rng(seed)
+    written = []
+    for name, frequency in TONE_CLASSES.items():
+        folder = Path(root) / name if layout == "folders" else Path(root)
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            clip = tone_clip(rng, frequency, sampling_rate, rng.uniform(min_seconds, max_seconds))
+            if i % 4 == 3:
+                clip = np.stack([clip, clip * 0.9], axis=1)
+            path = folder / f"{name}_{i:03d}.{'flac' if i % 3 == 2 else 'wav'}"
+            soundfile.write(path, clip, sampling_rate, subtype="PCM_16")
+            written.append((path, name))
+    return written

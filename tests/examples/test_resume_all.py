@@ -31,6 +31,7 @@ import re
 import signal
 
 import pytest
+import test_run_audio_classification
 import test_run_clm
 import test_run_image_classification
 import test_run_mlm
@@ -256,11 +257,31 @@ def object_detection_setup(directory):
     return "run_object_detection.py", command, 5, data
 
 
+def audio_classification_setup(directory):
+    from conftest import write_tone_clips
+
+    write_tone_clips(directory / "train", per_class=16, seed=0)
+    write_tone_clips(directory / "validation", per_class=7, seed=1)
+    # Clips over 0.4 s get a random 0.4 s training window per (seed, epoch, clip): the draws must replay on resume.
+    model = [a.replace("hidden_size=32,", "hidden_size=32,hidden_dropout=0.1,")
+             for a in test_run_audio_classification.TINY_WAV2VEC2]
+
+    def command(out):
+        # A tiny wav2vec2 from scratch (dropout 0.1: the RNG state must be restored too): 48 clips, 8 per batch,
+        # 6 steps per epoch, 3 epochs.
+        return ["--train_dir", directory / "train", "--validation_dir", directory / "validation", *model,
+                *test_run_audio_classification.TRAIN, "--max_length_seconds", "0.4", "--num_train_epochs", "3",
+                "--checkpointing_steps", "4", "--resume_from_checkpoint", "latest", "--output_dir", out]
+
+    return "run_audio_classification.py", command, 4, {"train": directory / "train",
+                                                           "validation": directory / "validation"}
+
+
 SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": translation_setup,
           "summarization": summarization_setup, "image_classification": image_classification_setup,
           "multiple_choice": multiple_choice_setup, "mlm": mlm_setup,
           "semantic_segmentation": semantic_segmentation_setup,
-          "object_detection": object_detection_setup}
+          "object_detection": object_detection_setup, "audio_classification": audio_classification_setup}
 CHEAP = ()  # all in make test-all; make test keeps test_preemption.py (SIGTERM, run_glue)
 
 

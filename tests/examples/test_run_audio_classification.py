@@ -93,6 +93,20 @@ def test_labels_from_file_names_of_a_flat_folder(tmp_path):
     assert results["eval_accuracy"] >= 0.75
 
 
+def test_batches_of_clips_shorter_than_the_spec_augment_span_train(tmp_path):
+    # SpecAugment masks spans of mask_time_length frames in training; transformers raises ("`mask_length` has to be
+    # smaller than `sequence_length`") for a shorter batch. Clips of 0.03-0.05 s give 24-40 frames at the tiny
+    # encoder's 800 frames/s, so mask_time_length=48 would stop every step; batches are padded to 48 frames.
+    # --group_by_length (lengths from the decoded samples) puts the shortest clips together.
+    write_tone_clips(tmp_path / "short", per_class=8, seed=5, min_seconds=0.03, max_seconds=0.05)
+    model = [a.replace("classifier_proj_size=32", "classifier_proj_size=32,mask_time_length=48,mask_time_prob=0.5")
+             for a in TINY_WAV2VEC2]
+    out = tmp_path / "out"
+    launch(SCRIPT, ["--train_dir", tmp_path / "short", "--train_val_split", "0.25", *model, *TRAIN,
+                    "--group_by_length", "--num_train_epochs", "1", "--output_dir", out])
+    assert read_results(out)["train_steps"] == 3
+
+
 def build_tiny_whisper(path):
     """A 2+2-layer, 32-wide Whisper (30 s window: 1,500 encoder positions) saved with its feature extractor.
     init_std 0.2, not 0.02: at Whisper's own init the unit-size sinusoidal positions drown the convolutions' output,

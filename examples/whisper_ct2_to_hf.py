@@ -48,6 +48,7 @@ from transformers import (
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from common.args import add_helper_output_args, check_helper_output_dir  # noqa: E402
+from common.tasks.audio import decode_audio  # noqa: E402
 
 # --package NAME -> (Python packages whose `data`/`model` folders hold the pieces, in order; pip requirement).
 PACKAGES = {
@@ -309,32 +310,12 @@ def convert(variables, ct2_config, tokenizer):
     return model
 
 
-def read_wav_16k(path):
-    """A mono float32 waveform in [-1, 1] at 16 kHz from a 16-bit PCM WAV file (other rates resampled with
-    scipy's polyphase filter). Raises ValueError naming the file when it is not 16-bit PCM."""
-    from math import gcd
-
-    from scipy.io import wavfile
-    from scipy.signal import resample_poly
-
-    rate, samples = wavfile.read(path)
-    if samples.dtype != np.int16:
-        raise ValueError(f"{path}: expected 16-bit PCM WAV, found {samples.dtype}")
-    audio = samples.astype(np.float32) / 32768.0
-    if audio.ndim == 2:
-        audio = audio.mean(axis=1)
-    if rate != 16000:
-        g = gcd(16000, rate)
-        audio = resample_poly(audio, 16000 // g, rate // g).astype(np.float32)
-    return audio
-
-
 def transcribe(folder, paths):
     """Loads `folder` back and returns [(file, greedy transcript)] for the WAV files `paths` (a multilingual
     model is told the speech is English: its language detection misfires on sub-second clips and then loops)."""
     processor = WhisperProcessor.from_pretrained(folder)
     model = WhisperForConditionalGeneration.from_pretrained(folder).eval()
-    audio = [read_wav_16k(p) for p in paths]
+    audio = [decode_audio(p, 16000) for p in paths]  # mono float32 at 16 kHz (soundfile, scipy resampling)
     features = processor.feature_extractor(audio, sampling_rate=16000, return_tensors="pt").input_features
     with torch.no_grad():
         language = {"language": "en", "task": "transcribe"} if model.generation_config.is_multilingual else {}

@@ -98,11 +98,25 @@ RUN_SETTING_FLAGS = (
     "prompt_template",
     "system_prompt",
     "chat_template",
+    # the speech scripts' data and model: other clips, labels, windows, masks or temperatures
+    "train_dir",
+    "label_from_file_name",
+    "max_length_seconds",
+    "encoder_window_seconds",
+    "freeze_feature_encoder",
+    "max_duration_in_seconds",
+    "min_duration_in_seconds",
+    "mask_time_prob",
+    "mask_time_length",
+    "max_gumbel_temperature",
+    "min_gumbel_temperature",
+    "gumbel_temperature_decay",
+    "max_grad_norm",
 )
 _LORA_FLAGS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_modules_to_save")
 # Not recorded: --num_train_epochs / --max_train_steps (continuing a run to more steps is a common, deliberate
 # resume; the schedule is then re-sized, as in the transformers examples).
-_PATH_FLAGS = ("model_name_or_path", "config_name", "train_file")
+_PATH_FLAGS = ("model_name_or_path", "config_name", "train_file", "train_dir")
 
 
 def run_settings(args, accelerator):

@@ -84,7 +84,7 @@ def decode_audio(record, sampling_rate):
     return resample(audio, rate, sampling_rate)
 
 
-def list_audio_files(folder):
+def list_audio_files(folder, one_layout=True):
     """The audio files under `folder` (suffixes `AUDIO_SUFFIXES`, any case), sorted by path, each with the name of
     its first-level sub-folder (the class folder layout `<folder>/<class>/<files>`), or None for a file directly in
     `folder`.
@@ -93,8 +93,9 @@ def list_audio_files(folder):
         list of (absolute path, class folder name or None).
 
     Raises:
-        ValueError: when `folder` is not a folder or holds no audio file, or when it mixes files directly inside it
-            with class sub-folders (which layout is meant cannot be told).
+        ValueError: when `folder` is not a folder or holds no audio file, or (`one_layout`: the folder's layout
+            gives the labels) when it mixes files directly inside it with class sub-folders (which layout is meant
+            cannot be told).
     """
     if not os.path.isdir(folder):
         raise ValueError(f"{folder}: no such folder")
@@ -108,7 +109,7 @@ def list_audio_files(folder):
                 found.append((os.path.abspath(os.path.join(root, name)), label))
     if not found:
         raise ValueError(f"{folder}: no audio file found (expected files ending in {', '.join(AUDIO_SUFFIXES)})")
-    if len({label is None for _, label in found}) == 2:
+    if one_layout and len({label is None for _, label in found}) == 2:
         loose = next(path for path, label in found if label is None)
         raise ValueError(f"{folder}: holds both class sub-folders and loose audio files (e.g. {loose}); expected "
                          "either <folder>/<class>/<files> or one flat folder (labels from --label_from_file_name)")
@@ -294,7 +295,7 @@ def load_audio_datasets(args, with_labels):
             continue
         source = f"--{split}_dir {folder}"
         try:
-            files = list_audio_files(folder)
+            files = list_audio_files(folder, one_layout=with_labels)  # unlabelled clips: any layout
         except ValueError as error:
             raise ValueError(f"--{split}_dir {error}") from None
         rows = {audio: [path for path, _ in files]}

@@ -59,6 +59,12 @@ def audio_classification_eval(files, model, out):
             "--per_device_eval_batch_size", 4], 21
 
 
+def wav2vec2_pretraining_eval(files, model, out):
+    # The checkpoint's config keeps the fine-tuning masks (mask_time_prob 0.05); the pretraining masks are flags.
+    return ["--model_name_or_path", model, "--validation_dir", files["validation"], "--mask_time_prob", "0.5",
+            "--mask_time_length", "2", "--per_device_eval_batch_size", 4], 15
+
+
 def multiple_choice_eval(files, model, out):
     return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
             "--max_seq_length", 32, "--per_device_eval_batch_size", 8], 37
@@ -87,7 +93,8 @@ EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "translation": tra
              "summarization": summarization_eval, "image_classification": image_classification_eval,
              "multiple_choice": multiple_choice_eval, "mlm": mlm_eval,
              "semantic_segmentation": semantic_segmentation_eval,
-             "object_detection": object_detection_eval, "audio_classification": audio_classification_eval}
+             "object_detection": object_detection_eval, "audio_classification": audio_classification_eval,
+             "wav2vec2_pretraining": wav2vec2_pretraining_eval}
 # Files of predictions that must be identical (same lines, same order) on 1 and 2 processes.
 PREDICTION_FILES = {"qa": "predictions.json", "translation": "generated_predictions.txt",
                     "summarization": "generated_predictions.txt", "object_detection": "predictions.json"}

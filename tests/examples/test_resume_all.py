@@ -42,6 +42,7 @@ import test_run_qa
 import test_run_semantic_segmentation
 import test_run_summarization
 import test_run_translation
+import test_run_wav2vec2_pretraining
 import torch
 from safetensors.torch import load_file
 
@@ -277,11 +278,28 @@ def audio_classification_setup(directory):
                                                            "validation": directory / "validation"}
 
 
+def wav2vec2_pretraining_setup(directory):
+    pretraining = test_run_wav2vec2_pretraining
+    pretraining.write_melody_clips(directory / "train", 60, seed=0)
+    pretraining.write_melody_clips(directory / "validation", 15, seed=1)
+
+    def command(out):
+        # A tiny wav2vec2 from a config (dropout, LayerDrop, Gumbel noise; masks drawn per (seed, epoch, clip)):
+        # 60 clips, windows of 2 x 4: 8 steps per epoch, 4 epochs.
+        return ["--train_dir", directory / "train", "--validation_dir", directory / "validation", *pretraining.TINY,
+                *pretraining.COMMON, "--num_train_epochs", "4", "--checkpointing_steps", "4",
+                "--resume_from_checkpoint", "latest", "--output_dir", out]
+
+    return "run_wav2vec2_pretraining.py", command, 4, {"train": directory / "train",
+                                                          "validation": directory / "validation"}
+
+
 SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": translation_setup,
           "summarization": summarization_setup, "image_classification": image_classification_setup,
           "multiple_choice": multiple_choice_setup, "mlm": mlm_setup,
           "semantic_segmentation": semantic_segmentation_setup,
-          "object_detection": object_detection_setup, "audio_classification": audio_classification_setup}
+          "object_detection": object_detection_setup, "audio_classification": audio_classification_setup,
+          "wav2vec2_pretraining": wav2vec2_pretraining_setup}
 CHEAP = ()  # all in make test-all; make test keeps test_preemption.py (SIGTERM, run_glue)
 
 

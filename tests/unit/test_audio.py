@@ -65,6 +65,7 @@ def test_list_audio_files_layouts(tmp_path):
     (tmp_path / "classes" / "loose.wav").write_bytes(b"")
     with pytest.raises(ValueError, match="holds both class sub-folders and loose audio files"):
         list_audio_files(tmp_path / "classes")
+    assert len(list_audio_files(tmp_path / "classes", one_layout=False)) == 4  # unlabelled clips: any layout
     (tmp_path / "none").mkdir()
     (tmp_path / "none" / "readme.md").write_text("no audio")
     with pytest.raises(ValueError, match="none: no audio file found"):

@@ -341,3 +341,26 @@ def test_an_evaluation_only_run_writes_no_train_keys_and_names_a_new_head_loudly
         run = TrainingRun(accelerator, args, plan, None, optimizer, logging.getLogger("test"))
     assert "the model from cfg (built from a config: every weight): every weight newly initialised" in caplog.text
     assert run.results({"loss": 6.0})["head_newly_initialized"] is True
+
+
+def test_speech_settings_are_part_of_a_run(tmp_path):
+    """Issue 37 kind 2 for the speech scripts: the clips' folder, the labels' pattern, the windows, the masks and the
+    Gumbel schedule are recorded, so a resume with another value is refused (found by the pretraining script's
+    author: a resume with other masks would silently train another run)."""
+    import argparse
+
+    AcceleratorState._reset_state(True)
+    (tmp_path / "clips").mkdir()
+    args = argparse.Namespace(model_name_or_path=None, train_dir=str(tmp_path / "clips"), seed=0,
+                              label_from_file_name=r"^(\d)_", max_length_seconds=20.0, encoder_window_seconds=2,
+                              mask_time_prob=0.65, mask_time_length=5, gumbel_temperature_decay=0.999)
+    settings = run_settings(args, Accelerator(cpu=True))
+    assert settings["train_dir"] == str(tmp_path / "clips")  # absolute
+    for flag in ("label_from_file_name", "max_length_seconds", "encoder_window_seconds", "mask_time_prob",
+                 "mask_time_length", "gumbel_temperature_decay"):
+        assert settings[flag] == getattr(args, flag), flag
+    checkpoint = tmp_path / "step_4"
+    checkpoint.mkdir()
+    (checkpoint / PROGRESS_FILE).write_text(json.dumps({"completed_steps": 4, "run_settings": settings}))
+    with pytest.raises(ValueError, match=r"mask_time_length: 5 -> 10"):
+        check_run_settings(checkpoint, {**settings, "mask_time_length": 10})

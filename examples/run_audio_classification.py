@@ -56,6 +56,7 @@ from common.preemption import sigterm_checkpointing
 from common.reporting import majority_baseline, progress_bar
 from common.run import TrainingRun
 from common.tasks.audio import (
+    SOURCE_ROW,
     add_file_name_labels,
     conv_receptive_field,
     decode_audio_column,
@@ -204,7 +205,11 @@ def split_and_truncate(args, raw_datasets):
     if "validation" not in raw_datasets:
         if "train" not in raw_datasets:
             raise ValueError(f"The data has splits {list(raw_datasets)}; expected 'train' and/or 'validation'.")
-        split = raw_datasets["train"].train_test_split(test_size=args.train_val_split, seed=seed)
+        try:
+            split = raw_datasets["train"].train_test_split(test_size=args.train_val_split, seed=seed)
+        except ValueError as error:  # a split that leaves one side empty
+            raise ValueError(f"--train_val_split {args.train_val_split}: cannot hold out that fraction of "
+                             f"{len(raw_datasets['train'])} training clips ({error}).") from None
         raw_datasets = {"train": split["train"], "validation": split["test"]}
     train, validation = raw_datasets.get("train"), raw_datasets["validation"]
     if train is not None and args.max_train_samples is not None and args.max_train_samples < len(train):
@@ -214,7 +219,7 @@ def split_and_truncate(args, raw_datasets):
     return train, validation
 
 
-def build_config(args, num_labels):
+def build_config(args):
     """The model config: the checkpoint's, --config_name's, or --model_type's default, with --config_overrides
     (through the config class's constructor, `common.tasks.config_overrides.apply_config_overrides`, so that
     derived attributes follow, e.g. wav2vec2's `num_feat_extract_layers` follows `conv_dim`).
@@ -231,7 +236,9 @@ def build_config(args, num_labels):
     unknown = [key for key in parse_config_overrides(args.config_overrides) if not hasattr(config, key)]
     if unknown:
         raise ValueError(f"--config_overrides: {type(config).__name__} has no attribute(s) {unknown}.")
-    return apply_config_overrides(config, args.config_overrides, {"num_labels": num_labels})
+    # Not num_labels here: transformers would replace a checkpoint's own label2id by LABEL_0.. and its trained
+    # head's labels would be lost; `align_labels` sets the labels and their number.
+    return apply_config_overrides(config, args.config_overrides)
 
 
 def build_feature_extractor(args, config):
@@ -263,6 +270,25 @@ def build_feature_extractor(args, config):
         feature_extractor.n_samples = seconds * feature_extractor.sampling_rate
         feature_extractor.nb_max_frames = feature_extractor.n_samples // feature_extractor.hop_length
     return feature_extractor
+
+
+def check_model_inputs(args, config, feature_extractor):
+    """Checks, before anything is decoded, that the feature extractor's output fits the model: a Whisper
+    feature extractor's mel bins equal the encoder's `num_mel_bins`, and --max_length_seconds keeps at least one
+    frame of a convolutional feature encoder.
+
+    Raises:
+        ValueError: naming the flag and both values.
+    """
+    bins = getattr(feature_extractor, "feature_size", None)
+    if config.model_type == "whisper" and bins != config.num_mel_bins:
+        raise ValueError(f"--feature_extractor_name {args.feature_extractor_name or args.model_name_or_path}: "
+                         f"{bins} mel bins, but the Whisper encoder takes {config.num_mel_bins}.")
+    receptive_field = conv_receptive_field(config)
+    if receptive_field is not None and args.max_length_seconds * feature_extractor.sampling_rate < receptive_field:
+        raise ValueError(f"--max_length_seconds {args.max_length_seconds}: shorter than one frame of the model's "
+                         f"convolutional feature encoder ({receptive_field} samples, "
+                         f"{receptive_field / feature_extractor.sampling_rate:.4f} s).")
 
 
 def shorten_whisper_window(model, feature_extractor):
@@ -337,6 +363,8 @@ class AudioCollator:
         self.label_to_id, self.train, self.seed, self.epoch = label_to_id, train, seed % 2**32, 0
         self.pad_to_multiple_of, self.min_batch_samples = pad_to_multiple_of, min_batch_samples
         self.fixed_window = isinstance(feature_extractor, WhisperFeatureExtractor)
+        if self.fixed_window:  # the random window must fit the encoder's, which cuts the rest away
+            self.max_samples = min(max_samples, feature_extractor.n_samples)
 
     def __call__(self, examples):
         clips = []
@@ -384,14 +412,18 @@ def decode_split(args, dataset, feature_extractor, config, source, keep_labels=T
     refusing clips shorter than a convolutional feature encoder's receptive field, and keeps only `input_values`,
     `input_length`, `labels` (the raw label values) and an `example_index` column (the row number)."""
     receptive_field = conv_receptive_field(config)
+    columns = [args.audio_column_name] + ([args.label_column_name] if keep_labels else [])
+    columns += [SOURCE_ROW] if SOURCE_ROW in dataset.column_names else []  # the user's rows, for the messages
     decoded = decode_audio_column(
-        dataset.select_columns([args.audio_column_name] + ([args.label_column_name] if keep_labels else [])),
+        dataset.select_columns(columns),
         args.audio_column_name, feature_extractor.sampling_rate, source, args.preprocessing_num_workers,
         min_samples=receptive_field,
         why_min=", the receptive field of the model's convolutional feature encoder (one output frame)",
     )
     if keep_labels and args.label_column_name != "labels":
         decoded = decoded.rename_column(args.label_column_name, "labels")
+    if SOURCE_ROW in decoded.column_names:
+        decoded = decoded.remove_columns(SOURCE_ROW)
     return decoded.add_column("example_index", list(range(len(decoded))))
 
 
@@ -422,6 +454,14 @@ def load_test_clips(args, label_to_id, feature_extractor, config):
                                      source)
     has_labels = args.label_column_name in test.column_names
     if has_labels:
+        # A listing's labels may be ints where the classes are folder names (strings), or the reverse: compared
+        # as strings, so the test column's 7 is the class "7".
+        by_name = {str(key): value for key, value in label_to_id.items()}
+        for key, value in by_name.items():
+            label_to_id.setdefault(key, value)
+        test = test.map(lambda batch: {args.label_column_name: [str(v) if v is not None else v
+                                                                for v in batch[args.label_column_name]]},
+                        batched=True, desc="Labels as class names (test)")
         labels = test[args.label_column_name]
         unknown = [i for i, label in enumerate(labels) if label not in label_to_id]
         if unknown:
@@ -492,10 +532,15 @@ def training_function(args):
         raise ValueError("No training data: give --train_dir, --train_file or a --dataset_name with a train split "
                          "(or --max_train_steps 0 to only evaluate).")
     names, values = resolve_class_labels(args.label_column_name, train_dataset, eval_dataset, sources)
-    config = build_config(args, len(names))
+    if len(names) < 2:
+        raise ValueError(f"{sources.get('train', sources.get('validation', 'the data'))}: one class only "
+                         f"({names}); a classifier needs at least 2 (check the class folders or "
+                         "--label_from_file_name / --label_column_name).")
+    config = build_config(args)
     label2id = align_labels(config, names, args.model_name_or_path, args.ignore_mismatched_sizes)
     label_to_id = {value: label2id[name] for value, name in zip(values, names)}
     feature_extractor = build_feature_extractor(args, config)
+    check_model_inputs(args, config, feature_extractor)
     # Every clip decoded once, at the feature extractor's rate, checked before the first step (cached).
     with accelerator.main_process_first():
         if train_dataset is not None:
@@ -577,7 +622,7 @@ def training_function(args):
                                      references=eval_labels), describe=lambda label: config.id2label[label]))
     run.save(model, feature_extractor, results)  # model and all_results.json first: nothing below can lose them
     if test_dataset is not None:  # predict_results.txt (and predict_accuracy when the file has labels)
-        test_collator = AudioCollator(feature_extractor, max_samples, label_to_id if test_has_labels else None,
+        test_collator = AudioCollator(feature_extractor, max_samples, test_label_to_id if test_has_labels else None,
                                       train=False, seed=seed)
         test_dataloader = accelerator.prepare(build_eval_dataloader(args, test_dataset, test_collator))
         test_metrics, predictions = evaluate(model, test_dataloader, accelerator, prefix="predict")

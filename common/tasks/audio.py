@@ -17,6 +17,9 @@ from math import gcd
 
 import numpy as np
 
+# The row of the user's listing (or sorted folder) that an example came from, kept through splits and subsets so
+# that messages name the row of the file.
+SOURCE_ROW = "source_row"
 # What libsndfile 1.1+ reads (MP3 since 1.1.0); other files in a folder are ignored.
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".opus", ".mp3", ".aiff", ".aif")
 
@@ -69,7 +72,9 @@ def decode_audio(record, sampling_rate):
         if source is None:
             raise ValueError(f"{name}: no path and no bytes")
         if isinstance(source, str) and not os.path.isfile(source):
-            raise ValueError(f"{name}: no such file")
+            raise ValueError(f"{name}: {'a folder, not a file' if os.path.isdir(source) else 'no such file'}")
+        if isinstance(source, str) and os.path.getsize(source) == 0:
+            raise ValueError(f"{name}: the file is empty (0 bytes)")
         try:
             audio, rate = soundfile.read(source, dtype="float32", always_2d=True)
         except Exception as error:  # soundfile.LibsndfileError, RuntimeError, TypeError for odd containers
@@ -100,8 +105,10 @@ def list_audio_files(folder, one_layout=True):
     if not os.path.isdir(folder):
         raise ValueError(f"{folder}: no such folder")
     found = []
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
+    # Links to folders are followed (a class folder may be a link); hidden folders (.ipynb_checkpoints, .git) and
+    # hidden files are not audio of the set.
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if name.lower().endswith(AUDIO_SUFFIXES) and not name.startswith("."):
                 relative = os.path.relpath(root, folder)
@@ -130,8 +137,12 @@ def label_from_file_name(path, pattern):
     if match is None:
         raise ValueError(f"{path}: --label_from_file_name '{pattern}' does not match the file name")
     if "label" in regex.groupindex:
-        return match.group("label")
-    return match.group(1) if regex.groups else match.group(0)
+        label = match.group("label")
+    else:
+        label = match.group(1) if regex.groups else match.group(0)
+    if not label:
+        raise ValueError(f"{path}: --label_from_file_name '{pattern}' matches the file name with an empty label")
+    return label
 
 
 def conv_receptive_field(config):
@@ -201,7 +212,9 @@ def decode_audio_column(dataset, column, sampling_rate, source, num_proc=None, m
 
     Raises:
         ValueError: "<source>: N unreadable audio clip(s):" and up to 10 lines "row R: <file>: <reason>" (rows
-            0-based, header excluded); the same for clips shorter than `min_samples`, with their durations.
+            0-based, header excluded: the `source_row` column's values when the dataset has one, the row of the
+            user's file or folder listing before any split or subset, else the position); the same for clips
+            shorter than `min_samples`, with their durations.
     """
     import datasets
 
@@ -224,9 +237,11 @@ def decode_audio_column(dataset, column, sampling_rate, source, num_proc=None, m
     features["input_length"] = datasets.Value("int64")
     features["audio_error"] = datasets.Value("string")
     decoded = dataset.map(decode, batched=True, batch_size=64, num_proc=num_proc, remove_columns=[column],
-                          features=features, desc=f"Decoding audio at {sampling_rate} Hz")
+                          features=features, desc=f"Decoding audio at {sampling_rate} Hz",
+                          new_fingerprint=files_fingerprint(dataset, column, sampling_rate))
     errors = decoded["audio_error"]
-    bad = [(row, error) for row, error in enumerate(errors) if error]
+    rows = decoded[SOURCE_ROW] if SOURCE_ROW in decoded.column_names else list(range(len(decoded)))
+    bad = [(rows[i], error) for i, error in enumerate(errors) if error]
     if bad:
         listing = "\n".join(f"  row {row}: {error}" for row, error in bad[:10])
         more = f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else ""
@@ -234,14 +249,37 @@ def decode_audio_column(dataset, column, sampling_rate, source, num_proc=None, m
     decoded = decoded.remove_columns("audio_error")
     if min_samples:
         lengths = decoded["input_length"]
-        short = [row for row, length in enumerate(lengths) if length < min_samples]
+        short = [i for i, length in enumerate(lengths) if length < min_samples]
         if short:
             names = _clip_names(dataset, column, short[:10])
-            listing = "\n".join(f"  row {row}: {name}: {lengths[row] / sampling_rate:.3f} s"
-                                for row, name in zip(short[:10], names))
+            listing = "\n".join(f"  row {rows[i]}: {name}: {lengths[i] / sampling_rate:.3f} s ({lengths[i]} samples)"
+                                for i, name in zip(short[:10], names))
             raise ValueError(f"{source}: {len(short)} clip(s) shorter than {min_samples / sampling_rate:.3f} s "
                              f"({min_samples} samples at {sampling_rate} Hz){why_min}:\n{listing}")
     return decoded
+
+
+def files_fingerprint(dataset, column, sampling_rate):
+    """The `datasets` cache key of the decoded clips: the dataset's own fingerprint (its paths and other columns),
+    the rate, and the size and modification time of every file the paths name. The default key of a `map` covers
+    the paths only, so a file replaced or repaired under the same name would be served from the cache as it was
+    decoded before (found by a break test: a text file copied over a clip trained as the old clip).
+
+    Returns:
+        str, a SHA-256 hex digest.
+    """
+    import hashlib
+
+    digest = hashlib.sha256(f"{dataset._fingerprint}|{column}|{sampling_rate}|decode_audio v1".encode())
+    for record in dataset[column]:
+        path = record.get("path") if isinstance(record, dict) and not record.get("bytes") else record
+        if isinstance(path, str):
+            try:
+                stat = os.stat(path)
+                digest.update(f"|{path}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+            except OSError:
+                digest.update(f"|{path}|missing".encode())
+    return digest.hexdigest()
 
 
 def _clip_names(dataset, column, rows):
@@ -308,6 +346,7 @@ def load_audio_datasets(args, with_labels):
                                  "for FSDD's {digit}_{speaker}_{take}.wav) or use <folder>/<class>/<files>")
             else:
                 rows[label] = [name for _, name in files]
+        rows[SOURCE_ROW] = list(range(len(files)))
         splits[split], sources[split] = datasets.Dataset.from_dict(rows), source
     files = {"train": args.train_file, "validation": args.validation_file}
     if any(files.values()):
@@ -321,6 +360,8 @@ def load_audio_datasets(args, with_labels):
                                              "source": source}, desc=f"Resolving audio paths ({split})")
             if with_labels and pattern is not None:
                 dataset = add_file_name_labels(dataset, audio, label, pattern, source)
+            if SOURCE_ROW not in dataset.column_names:
+                dataset = dataset.add_column(SOURCE_ROW, list(range(len(dataset))))
             splits[split], sources[split] = dataset, source
     return datasets.DatasetDict(splits), sources
 

@@ -15,7 +15,8 @@ import datasets
 
 # Model classes whose checkpoints hold a trained classification head (`config.architectures` names them).
 CLASSIFICATION_HEADS = (
-    "ForSequenceClassification", "ForTokenClassification", "ForImageClassification", "ForSemanticSegmentation"
+    "ForSequenceClassification", "ForTokenClassification", "ForImageClassification", "ForSemanticSegmentation",
+    "ForAudioClassification",
 )
 
 

@@ -143,3 +143,60 @@ def test_encoder_window_longer_than_the_encoder(clips, tmp_path, finished_run, c
 def test_model_type_and_checkpoint_together(clips, tmp_path, finished_run, capsys):
     reject(["--train_dir", clips / "folders", "--model_name_or_path", tmp_path, "--model_type", "wav2vec2"],
            "--model_type/--config_overrides build a new model", finished_run, capsys)
+
+
+# ----------------------------------------------------------------------------- found by the break test (issue 33)
+def test_rows_named_are_the_rows_of_the_listing_whatever_the_split(clips, tmp_path, finished_run, capsys):
+    # The held-out split and --max_train_samples shuffle the clips; the message still names the listing's row.
+    good = sorted((clips / "folders" / "low").glob("*.*")) + sorted((clips / "folders" / "high").glob("*.*"))
+    rows = [(path, path.parent.name) for path in good] + [(tmp_path / "missing.wav", "low")]
+    train = write(tmp_path, "train.csv", listing(rows))
+    message = reject(["--train_file", train, "--train_val_split", "0.5", *TINY_WAV2VEC2],
+                     "1 unreadable audio clip", finished_run, capsys)
+    assert f"row 6: {tmp_path / 'missing.wav'}: no such file" in message
+
+
+def test_a_single_class(clips, tmp_path, finished_run, capsys):
+    import shutil
+
+    shutil.copytree(clips / "folders" / "low", tmp_path / "one" / "low")
+    reject(["--train_dir", tmp_path / "one", *TINY_WAV2VEC2], r"one class only \(\['low'\]\); a classifier needs at "
+           "least 2", finished_run, capsys)
+
+
+def test_a_label_pattern_that_captures_nothing(clips, finished_run, capsys):
+    reject(["--train_dir", clips / "flat", "--label_from_file_name", r"^(x)?[a-z]", *TINY_WAV2VEC2],
+           r"high_000.wav: --label_from_file_name '\^\(x\)\?\[a-z\]' matches the file name with an empty label",
+           finished_run, capsys)
+
+
+def test_an_empty_file_and_a_folder_named_like_a_clip(clips, tmp_path, finished_run, capsys):
+    good = sorted((clips / "folders" / "low").glob("*.wav"))
+    write(tmp_path, "zero.wav", b"")
+    (tmp_path / "dir.wav").mkdir()
+    train = write(tmp_path, "train.csv", listing([(good[0], "low"), (tmp_path / "zero.wav", "low"),
+                                                  (tmp_path / "dir.wav", "high"), (good[1], "high")]))
+    message = reject(["--train_file", train, "--validation_file", train, *TINY_WAV2VEC2], "2 unreadable",
+                     finished_run, capsys)
+    assert f"row 1: {tmp_path / 'zero.wav'}: the file is empty (0 bytes)" in message
+    assert f"row 2: {tmp_path / 'dir.wav'}: a folder, not a file" in message
+
+
+def test_max_length_below_one_frame_of_the_encoder(clips, finished_run, capsys):
+    reject(["--train_dir", clips / "folders", "--max_length_seconds", "0.002", *TINY_WAV2VEC2],
+           r"--max_length_seconds 0.002: shorter than one frame of the model's convolutional feature encoder \(40 "
+           "samples", finished_run, capsys)
+
+
+def test_a_held_out_fraction_that_leaves_no_training_clip(clips, finished_run, capsys):
+    reject(["--train_dir", clips / "folders", "--train_val_split", "0.99", *TINY_WAV2VEC2],
+           r"--train_val_split 0.99: cannot hold out that fraction of 9 training clips", finished_run, capsys)
+
+
+def test_mel_bins_that_the_whisper_encoder_does_not_take(clips, tmp_path, finished_run, capsys):
+    from transformers import WhisperFeatureExtractor
+
+    whisper = build_tiny_whisper(tmp_path / "whisper")
+    WhisperFeatureExtractor(feature_size=128).save_pretrained(tmp_path / "fe128")
+    reject(["--train_dir", clips / "folders", "--model_name_or_path", whisper, "--feature_extractor_name",
+            tmp_path / "fe128"], "128 mel bins, but the Whisper encoder takes 80", finished_run, capsys)

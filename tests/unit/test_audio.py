@@ -98,3 +98,34 @@ def test_receptive_field_and_frames_of_the_wav2vec2_encoder():
         pass
 
     assert conv_receptive_field(Whisperish()) is None
+
+
+def test_hidden_folders_are_skipped_and_linked_class_folders_followed(tmp_path):
+    for path in ("set/a/1.wav", "set/.ipynb_checkpoints/1-checkpoint.wav", "set/a/.cache/2.wav", "real_c/3.wav"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(b"")
+    (tmp_path / "set" / "c").symlink_to(tmp_path / "real_c", target_is_directory=True)
+    assert [label for _, label in list_audio_files(tmp_path / "set")] == ["a", "c"]
+
+
+def test_decoded_clips_are_decoded_again_when_a_file_changes(tmp_path):
+    """The cache of decoded clips follows the files, not only their paths (a break test found a text file copied
+    over a clip still trained as the old clip, and a repaired clip still refused)."""
+    import datasets
+
+    from common.tasks.audio import decode_audio_column
+
+    clip = tmp_path / "clip.wav"
+    soundfile.write(clip, np.full(800, 0.25, dtype=np.float32), 8000, subtype="PCM_16")
+    (tmp_path / "list.csv").write_text(f"audio\n{clip}\n")
+
+    def decoded():  # a listing loaded as the scripts load it: cached arrow files, so `map` results are cached too
+        listing = datasets.load_dataset("csv", data_files=str(tmp_path / "list.csv"), cache_dir=str(tmp_path / "c"))
+        return decode_audio_column(listing["train"], "audio", 16000, "--train_file list.csv")
+
+    assert decoded()["input_length"] == [1600]
+    soundfile.write(clip, np.full(400, 0.25, dtype=np.float32), 8000, subtype="PCM_16")  # same name, new audio
+    assert decoded()["input_length"] == [800]
+    clip.write_text("not audio any more")
+    with pytest.raises(ValueError, match=r"row 0: .*clip.wav: cannot be decoded as audio"):
+        decoded()

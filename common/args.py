@@ -251,14 +251,14 @@ def add_training_args(parser):
         "--group_by_length",
         action="store_true",
         help="Batch training examples of similar length together (randomly, reshuffled every epoch, resumable) "
-        "so that dynamic padding pads less. Text scripts only.",
+        "so that dynamic padding pads less (text, and the speech scripts' clips; refused where nothing is padded).",
     )
     group.add_argument(
         "--pad_to_multiple_of",
         type=positive_int,
         default=None,
         help="Round every padded batch length up to a multiple of N (1 = no rounding). Default: 8 with "
-        "--mixed_precision fp16/bf16, else no rounding. Text scripts only.",
+        "--mixed_precision fp16/bf16, else no rounding. Scripts whose batches are padded (text, wav2vec2 clips).",
     )
     return group
 

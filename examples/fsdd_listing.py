@@ -72,6 +72,9 @@ def main(argv=None):
     parser.add_argument("--fsdd_dir", required=True, help="The FSDD folder (holding recordings/).")
     parser.add_argument("--split", default="official", help="'official' (takes 0-4 test) or 'speaker=NAME'.")
     add_helper_output_args(parser)
+    for action in parser._actions:  # the shared helper flag says "checkpoint": here it is the listings' folder
+        if action.dest == "output_dir":
+            action.help = "Folder to write train.csv and test.csv into."
     args = parser.parse_args(argv)
     recordings = os.path.join(args.fsdd_dir, "recordings")
     if not os.path.isdir(recordings):

@@ -127,6 +127,21 @@ def parse_args(argv=None):
         "run_audio_classification; it is well trained by pretraining and costly to update).",
     )
     task.add_argument(
+        "--mask_time_prob",
+        type=float,
+        default=None,
+        help="wav2vec2-family models: SpecAugment's share of frames that start a masked span during training "
+        "(the config's mask_time_prob, 0.05 in Wav2Vec2Config; 0 turns time masking off). Default: the model's.",
+    )
+    task.add_argument(
+        "--mask_time_length",
+        type=positive_int,
+        default=None,
+        help="wav2vec2-family models: frames per SpecAugment span (the config's mask_time_length, 10 in "
+        "Wav2Vec2Config). With the config's mask_time_min_masks (2) a clip gets at least 2 spans: on FSDD's "
+        "21-frame clips spans of 10 hide most of each clip; use 2-4 there. Default: the model's.",
+    )
+    task.add_argument(
         "--model_type",
         type=str,
         default=None,
@@ -159,6 +174,8 @@ def parse_args(argv=None):
                      "--validation_file.")
     if not 0.0 < args.train_val_split < 1.0:
         parser.error(f"--train_val_split {args.train_val_split}: expected a fraction strictly between 0 and 1.")
+    if args.mask_time_prob is not None and not 0.0 <= args.mask_time_prob < 1.0:
+        parser.error(f"--mask_time_prob {args.mask_time_prob}: expected a fraction in [0, 1).")
     if args.label_from_file_name is not None:
         import re
 
@@ -183,6 +200,10 @@ def validate_args(args):
         if path is not None and not os.path.isdir(path):
             raise ValueError(f"--{flag} {path}: no such folder (expected audio files, in one sub-folder per class or "
                              "flat with --label_from_file_name).")
+    if not any((args.dataset_name, args.train_file, args.validation_file, args.train_dir, args.validation_dir)):
+        raise ValueError("No data: give --train_dir/--validation_dir, --train_file/--validation_file or "
+                         "--dataset_name (an evaluation-only run, --max_train_steps 0, needs the validation clips; "
+                         "--test_file alone is predicted after them).")
     view = argparse.Namespace(**vars(args))
     if args.train_dir or args.validation_dir:
         view.dataset_name = "audiofolder"  # a data source is given; common knows it under no other name
@@ -238,7 +259,14 @@ def build_config(args):
         raise ValueError(f"--config_overrides: {type(config).__name__} has no attribute(s) {unknown}.")
     # Not num_labels here: transformers would replace a checkpoint's own label2id by LABEL_0.. and its trained
     # head's labels would be lost; `align_labels` sets the labels and their number.
-    return apply_config_overrides(config, args.config_overrides)
+    config = apply_config_overrides(config, args.config_overrides)
+    for flag in ("mask_time_prob", "mask_time_length"):  # SpecAugment during training (wav2vec2 family)
+        value = getattr(args, flag)
+        if value is not None:
+            if not hasattr(config, flag):
+                raise ValueError(f"--{flag}: a {config.model_type} model has no SpecAugment time masking.")
+            setattr(config, flag, value)
+    return config
 
 
 def build_feature_extractor(args, config):

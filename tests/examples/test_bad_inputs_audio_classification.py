@@ -200,3 +200,17 @@ def test_mel_bins_that_the_whisper_encoder_does_not_take(clips, tmp_path, finish
     WhisperFeatureExtractor(feature_size=128).save_pretrained(tmp_path / "fe128")
     reject(["--train_dir", clips / "folders", "--model_name_or_path", whisper, "--feature_extractor_name",
             tmp_path / "fe128"], "128 mel bins, but the Whisper encoder takes 80", finished_run, capsys)
+
+
+def test_no_data_names_every_source_and_says_why_validation_clips(tmp_path, finished_run, capsys):
+    # A new user's trial: --max_train_steps 0 with --test_file alone was told "Need either --dataset_name or
+    # --train_file/--validation_file", which named neither the folders nor why.
+    test_file = write(tmp_path, "test.csv", "audio\nx.wav\n")
+    reject(["--model_type", "wav2vec2", "--test_file", test_file, "--max_train_steps", "0"],
+           r"No data: give --train_dir/--validation_dir, --train_file/--validation_file or --dataset_name \(an "
+           "evaluation-only run", finished_run, capsys)
+
+
+def test_spec_augment_share_outside_0_1(clips, finished_run, capsys):
+    reject(["--train_dir", clips / "folders", "--mask_time_prob", "1.5", *TINY_WAV2VEC2],
+           r"--mask_time_prob 1.5: expected a fraction in \[0, 1\)", finished_run, capsys)

@@ -107,7 +107,7 @@ def test_a_checkpoints_labels_and_head_are_kept_for_a_subset_of_its_classes(tone
     assert results["eval_samples"] == 16 and results["eval_accuracy"] >= 0.9
 
 
-@pytest.mark.slow  # the pattern's parsing and errors: tests/unit/test_audio.py, test_bad_inputs_audio_classification.py
+@pytest.mark.slow  # the pattern itself: tests/unit/test_audio.py, test_bad_inputs_audio_classification.py
 def test_labels_from_file_names_of_a_flat_folder(tmp_path):
     write_tone_clips(tmp_path / "flat", per_class=12, seed=3, layout="flat")  # flat/<class>_<n>.wav|flac
     out = tmp_path / "out"
@@ -127,12 +127,13 @@ def test_batches_of_clips_shorter_than_the_spec_augment_span_train(tmp_path):
     # encoder's 800 frames/s, so mask_time_length=48 would stop every step; batches are padded to 48 frames.
     # --group_by_length (lengths from the decoded samples) puts the shortest clips together.
     write_tone_clips(tmp_path / "short", per_class=8, seed=5, min_seconds=0.03, max_seconds=0.05)
-    model = [a.replace("classifier_proj_size=32", "classifier_proj_size=32,mask_time_length=48,mask_time_prob=0.5")
-             for a in TINY_WAV2VEC2]
+    model = [*TINY_WAV2VEC2, "--mask_time_length", "48", "--mask_time_prob", "0.5"]  # set by the flags
     out = tmp_path / "out"
     launch(SCRIPT, ["--train_dir", tmp_path / "short", "--train_val_split", "0.25", *model, *TRAIN,
                     "--group_by_length", "--num_train_epochs", "1", "--output_dir", out])
     assert read_results(out)["train_steps"] == 3
+    config = json.loads((out / "config.json").read_text())
+    assert (config["mask_time_length"], config["mask_time_prob"]) == (48, 0.5)
 
 
 def build_tiny_whisper(path):

@@ -87,6 +87,7 @@ def test_learns_tone_classes_and_saved_model_predicts_the_same(tone_folders, tra
     assert predicted == [line.split("\t")[1] for line in lines[1:]]
 
 
+@pytest.mark.slow  # make test's budget
 def test_a_checkpoints_labels_and_head_are_kept_for_a_subset_of_its_classes(tone_folders, trained, tmp_path):
     # Evaluation only on 2 of the checkpoint's 3 classes, with integer-free class names: the checkpoint's
     # label2id and 3-way head are kept (a break test found transformers' "num_labels=2 is incompatible with the
@@ -152,6 +153,7 @@ def build_tiny_whisper(path):
     return path
 
 
+@pytest.mark.slow  # make test's budget (17 min 25 s at 84f8f77+); the window's refusals: test_bad_inputs_*
 def test_whisper_encoder_with_a_shortened_window(tone_folders, tmp_path):
     # --encoder_window_seconds 1: 100 mel frames, 50 encoder positions instead of 3,000 / 1,500. The saved model has
     # the first 50 rows of the sinusoidal position table and loads with the 1 s feature extractor.

@@ -1,6 +1,7 @@
 """Loading local data files into a `datasets.DatasetDict`, with errors that name the file."""
 
 import csv
+import os
 from pathlib import Path
 
 import datasets
@@ -83,6 +84,24 @@ def load_data_files(data_files, **builder_kwargs):
             raise ValueError(f"{flag} {path}: the file holds no examples.")
         splits[split] = loaded[split]
     return datasets.DatasetDict(splits)
+
+
+def resolve_listing_paths(batch, indices, column, base, source, kind):
+    """`datasets.map` function (batched, with indices) for a listing whose `column` names files (images, audio
+    clips): makes relative paths absolute, relative to `base` (the listing's folder); absolute paths stay.
+
+    Args:
+        kind: what the files are, for the message ("image", "audio").
+
+    Raises:
+        ValueError: naming `source` and the row (0-based, header excluded) of an empty or missing path.
+    """
+    paths = []
+    for path, index in zip(batch[column], indices):
+        if not isinstance(path, str) or not path.strip():
+            raise ValueError(f"{source}, row {index}: column '{column}' holds {path!r}; expected an {kind} file path.")
+        paths.append(path if os.path.isabs(path) else os.path.join(base, path))
+    return {column: paths}
 
 
 def describe_format(extension):

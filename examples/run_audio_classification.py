@@ -44,7 +44,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_AUDIO_CLASSIFICATIO
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_float, positive_int, validate_common_args
-from common.data import load_data_files, require_columns
+from common.data import load_data_files, require_columns, resolve_listing_paths
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -61,7 +61,6 @@ from common.tasks.audio import (
     conv_receptive_field,
     decode_audio_column,
     load_audio_datasets,
-    resolve_audio_paths,
     samples_for_frames,
 )
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
@@ -474,8 +473,8 @@ def load_test_clips(args, label_to_id, feature_extractor, config):
     require_columns(test, [args.audio_column_name], "test", args.test_file)
     if args.max_predict_samples is not None:
         test = test.select(range(min(args.max_predict_samples, len(test))))
-    test = test.map(resolve_audio_paths, batched=True, with_indices=True, desc="Resolving audio paths (test)",
-                    fn_kwargs={"column": args.audio_column_name, "source": source,
+    test = test.map(resolve_listing_paths, batched=True, with_indices=True, desc="Resolving audio paths (test)",
+                    fn_kwargs={"column": args.audio_column_name, "source": source, "kind": "audio",
                                "base": os.path.dirname(os.path.abspath(args.test_file))})
     if args.label_from_file_name is not None:
         test = add_file_name_labels(test, args.audio_column_name, args.label_column_name, args.label_from_file_name,

@@ -34,7 +34,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATIO
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_int, validate_common_args
-from common.data import load_data_files, require_columns
+from common.data import load_data_files, require_columns, resolve_listing_paths
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -218,9 +218,9 @@ def load_raw_datasets(args):
         for split, dataset in raw.items():
             require_columns(dataset, [args.image_column_name, args.label_column_name], split, files[split])
             raw[split] = dataset.map(
-                resolve_image_paths,
+                resolve_listing_paths,
                 fn_kwargs={"column": args.image_column_name, "base": str(Path(files[split]).resolve().parent),
-                           "source": f"--{split}_file {files[split]}"},
+                           "source": f"--{split}_file {files[split]}", "kind": "image"},
                 batched=True,
                 with_indices=True,
                 desc=f"Resolving image paths ({split})",
@@ -230,20 +230,6 @@ def load_raw_datasets(args):
         require_columns(dataset, [args.image_column_name, args.label_column_name], split)  # Hub data
         raw[split] = dataset.cast_column(args.image_column_name, datasets.Image(decode=False))
     return raw, sources
-
-
-def resolve_image_paths(batch, indices, column, base, source):
-    """`datasets.map` function: makes the (relative) image paths of a data file absolute, relative to `base`.
-
-    Raises:
-        ValueError: naming `source` and the row (0-based, header excluded) of an empty or missing path.
-    """
-    paths = []
-    for path, index in zip(batch[column], indices):
-        if not isinstance(path, str) or not path.strip():
-            raise ValueError(f"{source}, row {index}: column '{column}' holds {path!r}; expected an image file path.")
-        paths.append(path if os.path.isabs(path) else os.path.join(base, path))
-    return {column: paths}
 
 
 def load_image(record):
@@ -589,8 +575,8 @@ def load_test_images(args, label_to_id):
     if args.max_predict_samples is not None:
         test = test.select(range(min(args.max_predict_samples, len(test))))
     source = f"--test_file {args.test_file}"
-    test = test.map(resolve_image_paths, batched=True, with_indices=True, desc="Resolving image paths (test)",
-                    fn_kwargs={"column": args.image_column_name, "source": source,
+    test = test.map(resolve_listing_paths, batched=True, with_indices=True, desc="Resolving image paths (test)",
+                    fn_kwargs={"column": args.image_column_name, "source": source, "kind": "image",
                                "base": str(Path(args.test_file).resolve().parent)})
     test = test.cast_column(args.image_column_name, datasets.Image(decode=False))
     bad = find_unreadable_images(test, args.image_column_name, args.preprocessing_num_workers)

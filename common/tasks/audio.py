@@ -312,7 +312,7 @@ def load_audio_datasets(args, with_labels):
     """
     import datasets
 
-    from ..data import load_data_files, require_columns
+    from ..data import load_data_files, require_columns, resolve_listing_paths
 
     audio, label, pattern = args.audio_column_name, args.label_column_name, args.label_from_file_name
     if args.dataset_name is not None:
@@ -355,29 +355,16 @@ def load_audio_datasets(args, with_labels):
             source = f"--{split}_file {files[split]}"
             columns = [audio] + ([label] if with_labels and pattern is None else [])
             require_columns(dataset, columns, split, files[split])
-            dataset = dataset.map(resolve_audio_paths, batched=True, with_indices=True,
+            dataset = dataset.map(resolve_listing_paths, batched=True, with_indices=True,
                                   fn_kwargs={"column": audio, "base": os.path.dirname(os.path.abspath(files[split])),
-                                             "source": source}, desc=f"Resolving audio paths ({split})")
+                                             "source": source, "kind": "audio"},
+                                  desc=f"Resolving audio paths ({split})")
             if with_labels and pattern is not None:
                 dataset = add_file_name_labels(dataset, audio, label, pattern, source)
             if SOURCE_ROW not in dataset.column_names:
                 dataset = dataset.add_column(SOURCE_ROW, list(range(len(dataset))))
             splits[split], sources[split] = dataset, source
     return datasets.DatasetDict(splits), sources
-
-
-def resolve_audio_paths(batch, indices, column, base, source):
-    """`datasets.map` function: makes the (relative) audio paths of a listing absolute, relative to `base`.
-
-    Raises:
-        ValueError: naming `source` and the row (0-based, header excluded) of an empty or missing path.
-    """
-    paths = []
-    for path, index in zip(batch[column], indices):
-        if not isinstance(path, str) or not path.strip():
-            raise ValueError(f"{source}, row {index}: column '{column}' holds {path!r}; expected an audio file path.")
-        paths.append(path if os.path.isabs(path) else os.path.join(base, path))
-    return {column: paths}
 
 
 def _file_name_label(path, pattern, source):

@@ -18,7 +18,7 @@ install:
 	$(PYTHON) -m pip install --no-deps -e .
 
 test:
-	$(PYTHON) -m pytest -m "not slow" $(PYTEST_FLAGS) tests
+	$(PYTHON) -m pytest -m "not slow" --durations=25 $(PYTEST_FLAGS) tests
 
 test-unit:
 	$(PYTHON) -m pytest $(PYTEST_FLAGS) tests/unit
@@ -27,7 +27,7 @@ test-examples:
 	$(PYTHON) -m pytest -m "not slow" $(PYTEST_FLAGS) tests/examples
 
 test-all:
-	$(PYTHON) -m pytest $(PYTEST_FLAGS) tests
+	$(PYTHON) -m pytest --durations=40 $(PYTEST_FLAGS) tests
 
 lint:
 	$(PYTHON) -m ruff check common examples tests benchmarks

@@ -21,11 +21,12 @@ SPLIT_FLAGS = {"train": "--train_file", "validation": "--validation_file", "test
 
 
 def read_flag_file(flag, path):
-    """The text of a small file that a flag names (a label map, a template, a recipe), with the same errors as a
-    data file's.
+    """The text of a small file that a flag names (a label map, a template, a recipe, a COCO file, a config JSON),
+    with the same errors as a data file's. Every such file is read through this function.
 
     Args:
-        flag: the flag's name as the user typed it (e.g. "--id2label"), for the message.
+        flag: the flag's name as the user typed it (e.g. "--id2label"), for the message; None when the caller
+            names the flag itself (the message then starts with the path).
         path: the file (read as UTF-8).
 
     Returns:
@@ -35,13 +36,33 @@ def read_flag_file(flag, path):
         ValueError: "<flag> <path>: not UTF-8 (<reason> at byte <offset>) ..." for bytes that are not UTF-8 (e.g. a
             Latin-1 file), "<flag> <path>: cannot be read (...)" when the file cannot be opened.
     """
+    where = f"{flag} {path}" if flag else f"{path}"
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{flag} {path}: not UTF-8 ({error.reason} at byte {error.start}); save the file as UTF-8."
+        raise ValueError(f"{where}: not UTF-8 ({error.reason} at byte {error.start}); save the file as UTF-8."
                          ) from None
     except OSError as error:
-        raise ValueError(f"{flag} {path}: cannot be read ({error.strerror or error}).") from None
+        raise ValueError(f"{where}: cannot be read ({error.strerror or error}).") from None
+
+
+def read_flag_json(flag, path):
+    """A JSON file that a flag names (e.g. `--config_name config.json`), read through `read_flag_file`.
+
+    Returns:
+        the parsed JSON value.
+
+    Raises:
+        ValueError: `read_flag_file`'s errors, or "<flag> <path>: not valid JSON (<reason>, line L column C)".
+    """
+    import json
+
+    text = read_flag_file(flag, path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{flag + ' ' if flag else ''}{path}: not valid JSON ({error.msg}, line {error.lineno} "
+                         f"column {error.colno}).") from None
 
 
 def load_data_files(data_files, **builder_kwargs):

@@ -52,6 +52,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_OBJECT_DETECTION_MA
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_float, positive_int, validate_common_args
+from common.data import read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -217,11 +218,9 @@ def read_coco_json(path, image_dir=None):
             missing top-level key, an image without id/file_name, a duplicate image id, an annotation whose
             image_id is not an image's, whose category_id is not in `categories`, or whose bbox is not 4 numbers.
     """
+    text = read_flag_file(None, path)  # not UTF-8 / unreadable: the same message as every file a flag names
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 ({error.reason} at byte {error.start}); expected a UTF-8 COCO "
-                         "detection file.") from None
+        data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not a JSON file ({error}); expected a COCO detection file.") from error
     if not isinstance(data, dict):

@@ -39,7 +39,7 @@ from common.args import (
     positive_int,
     validate_common_args,
 )
-from common.data import load_data_files
+from common.data import load_data_files, read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -530,11 +530,7 @@ def load_model_and_tokenizer(args):
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_name or args.model_name_or_path,
                                               use_fast=not args.use_slow_tokenizer, **common)
     if args.chat_template:
-        try:
-            tokenizer.chat_template = Path(args.chat_template).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise ValueError(f"--chat_template {args.chat_template}: not a readable UTF-8 text file "
-                             f"({type(error).__name__}: {error}).") from None
+        tokenizer.chat_template = read_flag_file("--chat_template", args.chat_template)
         if not tokenizer.chat_template.strip():
             raise ValueError(f"--chat_template {args.chat_template}: the file is empty; expected a Jinja template.")
     if not tokenizer.chat_template:

@@ -263,7 +263,8 @@ def test_chat_template_problems_are_refused_naming_the_flag_or_row(tmp_path, tin
                           ("broken.jinja", r"row 0: the chat template .* fails on this conversation: "
                                            "TemplateSyntaxError"),
                           ("empty.jinja", "empty.jinja: the file is empty"),
-                          ("latin1.jinja", "latin1.jinja: not a readable UTF-8 text file")]:
+                          ("latin1.jinja", r"^--chat_template .*latin1.jinja: not UTF-8 \(invalid continuation byte "
+                                           r"at byte 3\); save the file as UTF-8")]:
         with pytest.raises(ValueError, match=message):
             run_sft.main([*common, "--chat_template", str(tmp_path / name)])
     with pytest.raises(SystemExit):

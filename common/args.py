@@ -611,7 +611,8 @@ def check_model_source(flag, value):
     Raises:
         ValueError: naming the flag when a `.json` file is not UTF-8 or not JSON, when `value` looks like a
             local path (starts with /, ., ~ or has more than one '/') that does not exist, or when it is not a
-            local folder and the Hub is switched off (HF_HUB_OFFLINE=1), instead of the long connection error that would follow.
+            local folder and the Hub is switched off (HF_HUB_OFFLINE=1), instead of the long connection error
+            that would follow.
     """
     if value is not None and os.path.isfile(os.path.expanduser(value)) and value.lower().endswith(".json"):
         from common.data import read_flag_json

@@ -203,6 +203,11 @@ def test_learns_to_answer_and_writes_generations(tmp_path, tiny_llama, chat_data
     lines = [json.loads(line) for line in (tmp_path / "out" / "eval_generations.jsonl").read_text().splitlines()]
     assert len(lines) == 40 and lines[0]["prompt"].endswith("<|im_start|>assistant\n")
     assert sum(line["generated"] == line["reference"] for line in lines) >= 36
+    # How varied the answers are (issue 37 kind 6), by definition from the written file.
+    answers = [line["generated"] for line in lines]
+    assert results["eval_distinct_generations"] == len(set(answers)) > 1
+    assert results["eval_most_common_generation_share"] == max(map(answers.count, answers)) / len(answers)
+    assert before["eval_distinct_generations"] > 1  # the untrained model's 40 answers: 7 distinct, measured
 
 
 def read_results_of(_result, out):

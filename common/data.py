@@ -107,6 +107,65 @@ def load_data_files(data_files, **builder_kwargs):
     return datasets.DatasetDict(splits)
 
 
+def list_class_files(folder, suffixes, kind, one_layout=True):
+    """The files under `folder` whose names end in one of `suffixes` (any case), sorted by path, each with the name
+    of its first-level sub-folder (the class folder layout `<folder>/<class>/<files>`; files deeper inside a class
+    folder belong to it), or None for a file directly in `folder`. Each folder is read as its own tree: a
+    training and a validation folder may lie side by side, in unrelated places, at any depth, behind links;
+    class names may hold spaces and any Unicode letters.
+
+    Args:
+        suffixes: tuple of lower-case suffixes with their dot (".wav", ".png").
+        kind: what the files are, for the messages ("audio", "image").
+        one_layout: refuse a folder that mixes loose files with class sub-folders (the layout gives the labels).
+
+    Returns:
+        list of (absolute path, class folder name or None).
+
+    Raises:
+        ValueError: when `folder` is not a folder or holds no such file, or (`one_layout`) when it mixes files
+            directly inside it with class sub-folders (which layout is meant cannot be told).
+    """
+    if not os.path.isdir(folder):
+        raise ValueError(f"{folder}: no such folder")
+    found = []
+    # Links to folders are followed (a class folder may be a link); hidden folders (.ipynb_checkpoints, .git) and
+    # hidden files are not part of the set.
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.lower().endswith(suffixes) and not name.startswith("."):
+                relative = os.path.relpath(root, folder)
+                label = None if relative == "." else relative.split(os.sep)[0]
+                found.append((os.path.abspath(os.path.join(root, name)), label))
+    if not found:
+        raise ValueError(f"{folder}: no {kind} file found (expected files ending in {', '.join(suffixes)})")
+    if one_layout and len({label is None for _, label in found}) == 2:
+        loose = next(path for path, label in found if label is None)
+        raise ValueError(f"{folder}: holds both class sub-folders and loose {kind} files (e.g. {loose}); expected "
+                         "either <folder>/<class>/<files> or one flat folder (labels from --label_from_file_name)")
+    return found
+
+
+def check_separate_folders(folders):
+    """Refuses a data folder that lies inside another one of the run (e.g. `--validation_dir train/val` with
+    `--train_dir train`): the inner folder's files would be read as part of the outer one too (validation images
+    trained on, as a class named after the folder). The same folder twice is allowed (a deliberate choice).
+
+    Args:
+        folders: {flag: path or None}, e.g. {"--train_dir": "data/train", "--validation_dir": "data/train/val"}.
+
+    Raises:
+        ValueError: naming both flags and folders.
+    """
+    real = {flag: os.path.realpath(path) for flag, path in folders.items() if path}
+    for inner, inner_path in real.items():
+        for outer, outer_path in real.items():
+            if inner_path != outer_path and Path(inner_path).is_relative_to(outer_path):
+                raise ValueError(f"{inner} {folders[inner]} lies inside {outer} {folders[outer]}: its files would "
+                                 f"be read as part of {outer} too. Move it beside that folder.")
+
+
 def resolve_listing_paths(batch, indices, column, base, source, kind):
     """`datasets.map` function (batched, with indices) for a listing whose `column` names files (images, audio
     clips): makes relative paths absolute, relative to `base` (the listing's folder); absolute paths stay.

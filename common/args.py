@@ -438,7 +438,7 @@ class ConfigFileArgumentParser(argparse.ArgumentParser):
         where = f"{CONFIG_FLAG} {path}"
         if not os.path.isfile(path):
             self.error(f"{where}: file not found")
-        from common.data import read_flag_file
+        from .data import read_flag_file
 
         try:
             data = yaml.safe_load(read_flag_file(CONFIG_FLAG, path))
@@ -615,7 +615,7 @@ def check_model_source(flag, value):
             that would follow.
     """
     if value is not None and os.path.isfile(os.path.expanduser(value)) and value.lower().endswith(".json"):
-        from common.data import read_flag_json
+        from .data import read_flag_json
 
         read_flag_json(f"--{flag}", os.path.expanduser(value))  # not UTF-8 / not JSON: named here, not in transformers
     if value is None or os.path.exists(os.path.expanduser(value)):

@@ -291,6 +291,7 @@ def test_bad_test_file(case, images, csv_files, finished_run, tmp_path, capsys):
         test_file.unlink()
 
 
+@pytest.mark.slow  # 3 short runs in this process (24 s); make test keeps the unit tests of tests/unit/test_run.py
 def test_a_resume_on_another_training_folder_or_image_size_or_reshaped_model_is_refused(images, tmp_path, capsys):
     """Issue 37 kind 2, the break-test's example: a checkpoint of a run on a 12-image folder, resumed with
     --train_dir naming an 18-image folder, trained on it silently; now every data/model flag is compared, and a

@@ -289,7 +289,8 @@ def test_raccoon_voc_split_trains_and_scores_every_test_image(tmp_path):
     assert results["eval_baseline_map"] == pytest.approx(0.226, abs=2e-3)
 
 
-@pytest.mark.parametrize("num_processes", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.slow  # launches (about 50 s each); make test keeps the unit test of the padded batch
+@pytest.mark.parametrize("num_processes", [1, 2])
 def test_a_checkpoint_whose_processor_resizes_by_edges_trains_without_image_size(two_process_run, detection_data,
                                                                                  tmp_path, num_processes):
     """Issue 37 kind 4: a DETR-family checkpoint's processor resizes by shortest/longest edge (DETR's 800/1333,

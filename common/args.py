@@ -438,17 +438,16 @@ class ConfigFileArgumentParser(argparse.ArgumentParser):
         where = f"{CONFIG_FLAG} {path}"
         if not os.path.isfile(path):
             self.error(f"{where}: file not found")
+        from .data import read_flag_file
+
         try:
-            with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f)
+            data = yaml.safe_load(read_flag_file(CONFIG_FLAG, path))
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
             self.error(f"{where}: not valid YAML{at}: {getattr(error, 'problem', None) or error}")
-        except UnicodeDecodeError as error:
-            self.error(f"{where}: not UTF-8 ({error.reason} at byte {error.start}); save the file as UTF-8")
-        except OSError as error:
-            self.error(f"{where}: cannot be read ({error})")
+        except ValueError as error:  # not UTF-8, cannot be read
+            self.error(str(error).rstrip("."))
         if data is None:
             return {}
         if not isinstance(data, dict):
@@ -606,13 +605,19 @@ def apply_tracking_flags(args):
 
 def check_model_source(flag, value):
     """Checks that `--model_name_or_path` (or `--config_name`, `--tokenizer_name`) can be found:
-    an existing local folder (or file), or a Hub id while the Hub is reachable.
+    an existing local folder (or file), or a Hub id while the Hub is reachable. A local `.json` file (e.g.
+    `--config_name config.json`) is read through `common.data.read_flag_json`.
 
     Raises:
-        ValueError: naming the flag when `value` looks like a local path (starts with /, ., ~ or has
-            more than one '/') that does not exist, or when it is not a local folder and the Hub is
-            switched off (HF_HUB_OFFLINE=1), instead of the long connection error that would follow.
+        ValueError: naming the flag when a `.json` file is not UTF-8 or not JSON, when `value` looks like a
+            local path (starts with /, ., ~ or has more than one '/') that does not exist, or when it is not a
+            local folder and the Hub is switched off (HF_HUB_OFFLINE=1), instead of the long connection error
+            that would follow.
     """
+    if value is not None and os.path.isfile(os.path.expanduser(value)) and value.lower().endswith(".json"):
+        from .data import read_flag_json
+
+        read_flag_json(f"--{flag}", os.path.expanduser(value))  # not UTF-8 / not JSON: named here, not in transformers
     if value is None or os.path.exists(os.path.expanduser(value)):
         return
     if value.startswith(("/", ".", "~")) or value.count("/") > 1:

@@ -148,3 +148,45 @@ def resume_position(completed_steps, num_update_steps_per_epoch, gradient_accumu
     """
     starting_epoch, steps_into_epoch = divmod(completed_steps, num_update_steps_per_epoch)
     return starting_epoch, steps_into_epoch * gradient_accumulation_steps
+
+
+def checkpoint_weight_mismatches(checkpoint, models):
+    """The weights of `checkpoint` that `models` cannot take: other shapes, or names the models do not have.
+
+    `accelerator.load_state` would stop on them with torch's `size mismatch` / `Unexpected key(s)` traceback; a
+    caller checks first and names the settings that built another model (a shape-changing `--config_overrides`,
+    another label set, another `--model_type`). Weights the checkpoint lacks are not listed: safetensors leaves
+    out the second name of a tied weight.
+
+    Args:
+        checkpoint: a folder written by `accelerator.save_state` (`model.safetensors` / `model_<i>.safetensors`,
+            or `pytorch_model.bin` / `pytorch_model_<i>.bin`; the i-th prepared model).
+        models: the prepared models (`accelerator._models`), in `accelerator.prepare` order.
+
+    Returns:
+        list of strings, "<name>: [shape] in the checkpoint, [shape] in this run's model" or "<name>: in the
+        checkpoint, not in this run's model"; empty when every weight fits or no file of the plain layout
+        exists (DeepSpeed and FSDP write their own layouts: not checked).
+    """
+    import torch
+    from safetensors import safe_open
+
+    mismatches = []
+    for index, model in enumerate(models):
+        ending = f"_{index}" if index > 0 else ""
+        safe, plain = Path(checkpoint) / f"model{ending}.safetensors", Path(checkpoint) / f"pytorch_model{ending}.bin"
+        if safe.is_file():
+            with safe_open(str(safe), framework="pt") as f:
+                shapes = {name: list(f.get_slice(name).get_shape()) for name in f.keys()}
+        elif plain.is_file():
+            state = torch.load(plain, map_location="cpu", weights_only=True, mmap=True)
+            shapes = {name: list(tensor.shape) for name, tensor in state.items()}
+        else:
+            continue
+        own = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
+        for name, shape in shapes.items():
+            if name not in own:
+                mismatches.append(f"{name}: in the checkpoint, not in this run's model")
+            elif own[name] != shape:
+                mismatches.append(f"{name}: {shape} in the checkpoint, {own[name]} in this run's model")
+    return mismatches

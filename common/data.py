@@ -21,11 +21,12 @@ SPLIT_FLAGS = {"train": "--train_file", "validation": "--validation_file", "test
 
 
 def read_flag_file(flag, path):
-    """The text of a small file that a flag names (a label map, a template, a recipe), with the same errors as a
-    data file's.
+    """The text of a small file that a flag names (a label map, a template, a recipe, a COCO file, a config JSON),
+    with the same errors as a data file's. Every such file is read through this function.
 
     Args:
-        flag: the flag's name as the user typed it (e.g. "--id2label"), for the message.
+        flag: the flag's name as the user typed it (e.g. "--id2label"), for the message; None when the caller
+            names the flag itself (the message then starts with the path).
         path: the file (read as UTF-8).
 
     Returns:
@@ -35,13 +36,33 @@ def read_flag_file(flag, path):
         ValueError: "<flag> <path>: not UTF-8 (<reason> at byte <offset>) ..." for bytes that are not UTF-8 (e.g. a
             Latin-1 file), "<flag> <path>: cannot be read (...)" when the file cannot be opened.
     """
+    where = f"{flag} {path}" if flag else f"{path}"
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{flag} {path}: not UTF-8 ({error.reason} at byte {error.start}); save the file as UTF-8."
+        raise ValueError(f"{where}: not UTF-8 ({error.reason} at byte {error.start}); save the file as UTF-8."
                          ) from None
     except OSError as error:
-        raise ValueError(f"{flag} {path}: cannot be read ({error.strerror or error}).") from None
+        raise ValueError(f"{where}: cannot be read ({error.strerror or error}).") from None
+
+
+def read_flag_json(flag, path):
+    """A JSON file that a flag names (e.g. `--config_name config.json`), read through `read_flag_file`.
+
+    Returns:
+        the parsed JSON value.
+
+    Raises:
+        ValueError: `read_flag_file`'s errors, or "<flag> <path>: not valid JSON (<reason>, line L column C)".
+    """
+    import json
+
+    text = read_flag_file(flag, path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{flag + ' ' if flag else ''}{path}: not valid JSON ({error.msg}, line {error.lineno} "
+                         f"column {error.colno}).") from None
 
 
 def load_data_files(data_files, **builder_kwargs):
@@ -84,6 +105,65 @@ def load_data_files(data_files, **builder_kwargs):
             raise ValueError(f"{flag} {path}: the file holds no examples.")
         splits[split] = loaded[split]
     return datasets.DatasetDict(splits)
+
+
+def list_class_files(folder, suffixes, kind, one_layout=True):
+    """The files under `folder` whose names end in one of `suffixes` (any case), sorted by path, each with the name
+    of its first-level sub-folder (the class folder layout `<folder>/<class>/<files>`; files deeper inside a class
+    folder belong to it), or None for a file directly in `folder`. Each folder is read as its own tree: a
+    training and a validation folder may lie side by side, in unrelated places, at any depth, behind links;
+    class names may hold spaces and any Unicode letters.
+
+    Args:
+        suffixes: tuple of lower-case suffixes with their dot (".wav", ".png").
+        kind: what the files are, for the messages ("audio", "image").
+        one_layout: refuse a folder that mixes loose files with class sub-folders (the layout gives the labels).
+
+    Returns:
+        list of (absolute path, class folder name or None).
+
+    Raises:
+        ValueError: when `folder` is not a folder or holds no such file, or (`one_layout`) when it mixes files
+            directly inside it with class sub-folders (which layout is meant cannot be told).
+    """
+    if not os.path.isdir(folder):
+        raise ValueError(f"{folder}: no such folder")
+    found = []
+    # Links to folders are followed (a class folder may be a link); hidden folders (.ipynb_checkpoints, .git) and
+    # hidden files are not part of the set.
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.lower().endswith(suffixes) and not name.startswith("."):
+                relative = os.path.relpath(root, folder)
+                label = None if relative == "." else relative.split(os.sep)[0]
+                found.append((os.path.abspath(os.path.join(root, name)), label))
+    if not found:
+        raise ValueError(f"{folder}: no {kind} file found (expected files ending in {', '.join(suffixes)})")
+    if one_layout and len({label is None for _, label in found}) == 2:
+        loose = next(path for path, label in found if label is None)
+        raise ValueError(f"{folder}: holds both class sub-folders and loose {kind} files (e.g. {loose}); expected "
+                         "either <folder>/<class>/<files> or one flat folder (labels from --label_from_file_name)")
+    return found
+
+
+def check_separate_folders(folders):
+    """Refuses a data folder that lies inside another one of the run (e.g. `--validation_dir train/val` with
+    `--train_dir train`): the inner folder's files would be read as part of the outer one too (validation images
+    trained on, as a class named after the folder). The same folder twice is allowed (a deliberate choice).
+
+    Args:
+        folders: {flag: path or None}, e.g. {"--train_dir": "data/train", "--validation_dir": "data/train/val"}.
+
+    Raises:
+        ValueError: naming both flags and folders.
+    """
+    real = {flag: os.path.realpath(path) for flag, path in folders.items() if path}
+    for inner, inner_path in real.items():
+        for outer, outer_path in real.items():
+            if inner_path != outer_path and Path(inner_path).is_relative_to(outer_path):
+                raise ValueError(f"{inner} {folders[inner]} lies inside {outer} {folders[outer]}: its files would "
+                                 f"be read as part of {outer} too. Move it beside that folder.")
 
 
 def resolve_listing_paths(batch, indices, column, base, source, kind):

@@ -55,6 +55,7 @@ from .adapters import parameter_counts
 from .checkpointing import (
     PROGRESS_FILE,
     checkpoint_completed_steps,
+    checkpoint_weight_mismatches,
     resolve_checkpoint,
     resume_position,
     save_checkpoint,
@@ -115,20 +116,53 @@ RUN_SETTING_FLAGS = (
     "gumbel_temperature_decay",
     "max_grad_norm",
 )
+# Issue 37 kind 2: every other flag of some script that changes what is trained on (data locations of every kind,
+# splits, sample caps, columns, lengths, image sizes and augmentation, label maps, masking) or what is built (the
+# tokenizer, processor, GGUF file, head resizing). A flag a script does not have is skipped (`hasattr`).
+DATA_AND_MODEL_SETTING_FLAGS = (
+    "validation_file", "validation_dir", "image_dir", "max_train_samples", "max_eval_samples",
+    "train_val_split", "validation_split_percentage",
+    "train_source_file", "train_target_file", "validation_source_file", "validation_target_file",
+    "source_lang", "target_lang", "source_prefix",
+    "text_column_name", "text_column_names", "text_column", "summary_column", "label_column_name", "label_column",
+    "label_column_index", "image_column_name", "audio_column_name", "question_column", "question_column_name",
+    "context_column", "context_column_name", "answer_column_name", "choice_columns", "messages_column",
+    "prompt_column", "completion_column", "image_subdir", "mask_subdir",
+    "id2label", "label_names", "reduce_labels", "ignore_index", "mask_threshold", "resize_image_to_mask",
+    "data_format", "keep_linebreaks", "line_by_line", "block_size", "max_length", "max_source_length",
+    "max_target_length", "pad_to_max_length", "doc_stride", "label_all_tokens", "mlm_probability",
+    "whole_word_mask", "image_size", "random_resized_crop_scale", "random_resized_crop_ratio", "horizontal_flip",
+    "augment", "label_smoothing", "label_smoothing_factor", "ignore_pad_token_for_loss",
+    "tokenizer_name", "use_slow_tokenizer", "image_processor_name", "feature_extractor_name", "gguf_file",
+    "ignore_mismatched_sizes", "train_tokenizer_vocab_size", "task_name", "version_2_with_negative",
+    "group_by_length", "skip_corrupt_images",
+    # the optimizer built: its state in the checkpoint belongs to it
+    "optim", "backbone_learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon",
+)
 _LORA_FLAGS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_modules_to_save")
 # Not recorded: --num_train_epochs / --max_train_steps (continuing a run to more steps is a common, deliberate
 # resume; the schedule is then re-sized, as in the transformers examples).
-_PATH_FLAGS = ("model_name_or_path", "config_name", "train_file", "train_dir")
+_PATH_FLAGS = ("model_name_or_path", "config_name", "train_file", "train_dir", "validation_file", "validation_dir",
+               "image_dir", "train_source_file", "train_target_file", "validation_source_file",
+               "validation_target_file", "id2label", "tokenizer_name", "image_processor_name",
+               "feature_extractor_name", "chat_template")
 
 
-def run_settings(args, accelerator):
+def run_settings(args, accelerator, train_dataloader=None):
     """The settings that define which run a checkpoint belongs to.
 
+    Args:
+        train_dataloader: optional; when its dataset has a length, `train_examples` (the number of training
+            examples) is a setting too: the same folder or file with other content trains another run (and the
+            number of steps per epoch changes with it).
+
     Returns:
-        dict: the values of `RUN_SETTING_FLAGS` present in `args` (local paths made absolute, so a file named
-        by another relative path is the same setting) and `num_processes`.
+        dict: the values of `RUN_SETTING_FLAGS` and `DATA_AND_MODEL_SETTING_FLAGS` present in `args` (local paths
+        made absolute, so a file named by another relative path is the same setting), `num_processes` and
+        `train_examples`.
     """
-    settings = {flag: getattr(args, flag) for flag in RUN_SETTING_FLAGS if hasattr(args, flag)}
+    settings = {flag: getattr(args, flag) for flag in RUN_SETTING_FLAGS + DATA_AND_MODEL_SETTING_FLAGS
+                if hasattr(args, flag)}
     if not settings.get("use_peft"):  # the LoRA sizes mean nothing without --use_peft
         settings = {k: v for k, v in settings.items() if k not in _LORA_FLAGS}
     for flag in _PATH_FLAGS:
@@ -136,7 +170,11 @@ def run_settings(args, accelerator):
         if value is not None and os.path.exists(str(value)):
             settings[flag] = os.path.abspath(str(value))
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items()}
+    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items()}  # as JSON reads it back
     settings["num_processes"] = accelerator.num_processes
+    dataset = getattr(train_dataloader, "dataset", None)
+    if dataset is not None and hasattr(dataset, "__len__") and not getattr(args, "streaming", False):
+        settings["train_examples"] = len(dataset)
     return settings
 
 
@@ -323,6 +361,9 @@ class TrainingRun:
         then = f"; then the --test_file {args.test_file} is predicted" if getattr(args, "test_file", None) else ""
         self.logger.info(f"  Evaluation after every epoch; the model and results go to {args.output_dir}{then}")
 
+    def _run_settings(self):
+        return run_settings(self.args, self.accelerator, self.train_dataloader)
+
     def checkpoint_to_resume(self):
         """The checkpoint named by `--resume_from_checkpoint`, checked against this run's settings.
 
@@ -331,7 +372,10 @@ class TrainingRun:
             from scratch, so a preemptible job can always be launched with one unchanged command).
 
         Raises:
-            ValueError: see `resolve_checkpoint` and `check_run_settings`.
+            ValueError: see `resolve_checkpoint` and `check_run_settings`; also (even with
+                `--ignore_checkpoint_mismatch`) when the checkpoint's weights do not fit this run's model
+                (`common.checkpointing.checkpoint_weight_mismatches`: a shape-changing `--config_overrides`,
+                another label set), instead of torch's size-mismatch traceback at `accelerator.load_state`.
         """
         if not self.args.resume_from_checkpoint:
             self._trim_eval_history(0)  # a fresh run (e.g. --overwrite_output_dir) starts a fresh history
@@ -342,7 +386,17 @@ class TrainingRun:
             self._trim_eval_history(0)
             return None
         ignore = getattr(self.args, "ignore_checkpoint_mismatch", False)
-        differences = check_run_settings(checkpoint, run_settings(self.args, self.accelerator), ignore)
+        differences = check_run_settings(checkpoint, self._run_settings(), ignore)
+        mismatches = checkpoint_weight_mismatches(checkpoint, self.accelerator._models)
+        if mismatches:  # else accelerator.load_state stops with torch's size-mismatch traceback
+            settings = f" (other settings: {'; '.join(differences)})" if differences else ""
+            raise ValueError(
+                f"--resume_from_checkpoint: {checkpoint} holds weights that this run's model cannot take "
+                f"({'; '.join(mismatches[:3])}{'; ...' if len(mismatches) > 3 else ''}: {len(mismatches)} in all)"
+                f"{settings}: the model was built otherwise (--config_overrides, --config_name, --model_type, the "
+                "label set). Resume with the settings that wrote the checkpoint, or start a new run in another "
+                "--output_dir (--ignore_checkpoint_mismatch cannot load weights of other shapes)."
+            )
         if differences:
             self.logger.warning(f"Resuming {checkpoint} despite other settings: {'; '.join(differences)}")
         return checkpoint
@@ -555,7 +609,7 @@ class TrainingRun:
     def save_checkpoint(self, name, epoch):
         """Writes checkpoint `name` (`step_N` / `epoch_N`) atomically with the run's totals and settings
         (`common.checkpointing.save_checkpoint`). Call on every process. Returns its path."""
-        extra = {"totals": self._totals(), "run_settings": run_settings(self.args, self.accelerator)}
+        extra = {"totals": self._totals(), "run_settings": self._run_settings()}
         return save_checkpoint(
             self.accelerator, self.args.output_dir, name, self.completed_steps, epoch,
             self.args.checkpoints_total_limit, extra=extra, stream_state=self._stream_state(),
@@ -568,7 +622,7 @@ class TrainingRun:
     def _exit_preempted(self, epoch):
         if self.progress_bar is not None:
             self.progress_bar.close()
-        extra = {"totals": self._totals(), "run_settings": run_settings(self.args, self.accelerator)}
+        extra = {"totals": self._totals(), "run_settings": self._run_settings()}
         exit_preempted(self.accelerator, self.logger, self.args, self.completed_steps, epoch, extra=extra,
                        stream_state=self._stream_state())
 

@@ -44,7 +44,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_AUDIO_CLASSIFICATIO
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_float, positive_int, validate_common_args
-from common.data import load_data_files, require_columns, resolve_listing_paths
+from common.data import check_separate_folders, load_data_files, require_columns, resolve_listing_paths
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -199,6 +199,7 @@ def validate_args(args):
         if path is not None and not os.path.isdir(path):
             raise ValueError(f"--{flag} {path}: no such folder (expected audio files, in one sub-folder per class or "
                              "flat with --label_from_file_name).")
+    check_separate_folders({"--train_dir": args.train_dir, "--validation_dir": args.validation_dir})
     if not any((args.dataset_name, args.train_file, args.validation_file, args.train_dir, args.validation_dir)):
         raise ValueError("No data: give --train_dir/--validation_dir, --train_file/--validation_file or "
                          "--dataset_name (an evaluation-only run, --max_train_steps 0, needs the validation clips; "

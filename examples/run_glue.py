@@ -203,6 +203,7 @@ def check_label_values(raw_datasets, label_column, files):
         if empty:
             raise ValueError(f"{where}, row {empty[0]}: empty label in column '{label_column}' ({len(empty)} such "
                              "rows). Fill in or remove those rows.")
+        task_labels.refuse_ignore_value(labels, where, label_column)  # -100 would become a class of its own
         kind = type(labels[0])
         wrong = [i for i, label in enumerate(labels) if type(label) is not kind]
         if wrong:

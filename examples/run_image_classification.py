@@ -34,7 +34,13 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATIO
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_int, validate_common_args
-from common.data import load_data_files, require_columns, resolve_listing_paths
+from common.data import (
+    check_separate_folders,
+    list_class_files,
+    load_data_files,
+    require_columns,
+    resolve_listing_paths,
+)
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -168,6 +174,7 @@ def validate_args(args):
         path = getattr(args, flag)
         if path is not None and not os.path.isdir(path):
             raise ValueError(f"--{flag} {path}: no such folder (expected one sub-folder of images per class).")
+    check_separate_folders({"--train_dir": args.train_dir, "--validation_dir": args.validation_dir})
     view = argparse.Namespace(**vars(args))
     if args.train_dir or args.validation_dir:
         view.dataset_name = "imagefolder"  # a data source is given; common knows it under no other name
@@ -194,24 +201,9 @@ def load_raw_datasets(args):
     elif args.train_dir or args.validation_dir:
         sources = {"train": args.train_dir, "validation": args.validation_dir}
         sources = {split: f"--{split}_dir {path}" for split, path in sources.items() if path is not None}
-        # One builder call for both folders, so that both splits share one ClassLabel (the same class ids).
-        data_files = {"train": args.train_dir, "validation": args.validation_dir}
-        data_files = {split: os.path.join(path, "**") for split, path in data_files.items() if path is not None}
-        try:
-            raw = datasets.load_dataset("imagefolder", data_files=data_files)
-        except Exception as error:  # datasets raises several types for an empty or unreadable folder
-            raise ValueError(
-                f"{' and '.join(sources.values())}: could not be read as image folders "
-                f"({type(error).__name__}: {error}); expected <folder>/<class name>/<image files>."
-            ) from error
-        for split, dataset in raw.items():
-            if "label" not in dataset.column_names:
-                raise ValueError(
-                    f"{sources[split]}: no class sub-folders found; expected <folder>/<class name>/<image files>."
-                )
-            # The builder names its columns image and label; keep the names the flags give.
-            renames = {"image": args.image_column_name, "label": args.label_column_name}
-            raw[split] = dataset.rename_columns({k: v for k, v in renames.items() if k != v})
+        raw = read_image_folders({split: path for split, path in (("train", args.train_dir),
+                                                                 ("validation", args.validation_dir)) if path},
+                                 sources, args.image_column_name, args.label_column_name)
     else:
         files = {"train": args.train_file, "validation": args.validation_file}
         raw = load_data_files(files)
@@ -230,6 +222,46 @@ def load_raw_datasets(args):
         require_columns(dataset, [args.image_column_name, args.label_column_name], split)  # Hub data
         raw[split] = dataset.cast_column(args.image_column_name, datasets.Image(decode=False))
     return raw, sources
+
+
+def read_image_folders(folders, sources, image_column, label_column):
+    """Image folders `<folder>/<class name>/<image files>`, each read as its own tree
+    (`common.data.list_class_files`: the folders may lie side by side, in unrelated places, at any depth, behind
+    links; class names may hold spaces and any Unicode letters; images deeper inside a class folder belong to it).
+
+    Args:
+        folders: {split: folder}.
+        sources: {split: how the user named it}, for the messages.
+
+    Returns:
+        DatasetDict: per split, `image_column` ({"path", "bytes"} records) and `label_column` (a `ClassLabel` over
+        the sorted class names of all folders together, so that both splits share the class ids).
+
+    Raises:
+        ValueError: naming the flag and folder when it holds no image, or images directly inside it (no class
+            sub-folders).
+    """
+    suffixes = tuple(sorted({ext.lower() for ext in Image.registered_extensions()}))
+    found = {}
+    for split, folder in folders.items():
+        try:
+            files = list_class_files(folder, suffixes, "image", one_layout=False)
+        except ValueError as error:
+            raise ValueError(f"{sources[split].split(' ')[0]} {error}; expected <folder>/<class name>/<image files>."
+                             ) from None
+        loose = [path for path, label in files if label is None]
+        if loose:
+            raise ValueError(f"{sources[split]}: no class sub-folders found (images directly inside it, e.g. "
+                             f"{loose[0]}); expected <folder>/<class name>/<image files>.")
+        found[split] = files
+    names = sorted({label for files in found.values() for _, label in files})
+    features = datasets.Features({image_column: datasets.Image(decode=False),
+                                  label_column: datasets.ClassLabel(names=names)})
+    return datasets.DatasetDict({
+        split: datasets.Dataset.from_dict({image_column: [{"path": path, "bytes": None} for path, _ in files],
+                                           label_column: [names.index(label) for _, label in files]},
+                                          features=features)
+        for split, files in found.items()})
 
 
 def load_image(record):

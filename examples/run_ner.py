@@ -49,7 +49,7 @@ from common.reporting import majority_baseline, progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.conll import CONLL_EXTENSIONS, JSON_EXTENSIONS, detect_format, iob1_to_iob2, read_conll, tag_scheme
-from common.tasks.labels import align_labels
+from common.tasks.labels import align_labels, refuse_ignore_value
 from common.tasks.predictions import write_token_predictions
 from common.tracking import init_trackers, parse_report_to
 
@@ -235,6 +235,7 @@ def normalize_tags(args, raw_datasets, text_column, label_column, config=None):
         all_tokens, all_tags = dataset[text_column], dataset[label_column]
         ids = dataset["id"] if "id" in dataset.column_names else None
         first_lines = dataset["line"] if "line" in dataset.column_names else None
+        refuse_ignore_value(all_tags, where, label_column, what="tag", unit="example")  # not a tag of its own
         converted = []
         for index, (tokens, tags) in enumerate(zip(all_tokens, all_tags)):
             ident = f"example {index}" + (f" (id {ids[index]!r})" if ids is not None else "")

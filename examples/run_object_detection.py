@@ -52,6 +52,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_OBJECT_DETECTION_MA
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_float, positive_int, validate_common_args
+from common.data import read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -217,11 +218,9 @@ def read_coco_json(path, image_dir=None):
             missing top-level key, an image without id/file_name, a duplicate image id, an annotation whose
             image_id is not an image's, whose category_id is not in `categories`, or whose bbox is not 4 numbers.
     """
+    text = read_flag_file(None, path)  # not UTF-8 / unreadable: the same message as every file a flag names
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 ({error.reason} at byte {error.start}); expected a UTF-8 COCO "
-                         "detection file.") from None
+        data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not a JSON file ({error}); expected a COCO detection file.") from error
     if not isinstance(data, dict):
@@ -576,8 +575,14 @@ class TrainTransform:
         encoded = self.image_processor(images=[image], annotations=[{"image_id": index, "annotations": annotations}],
                                        return_tensors="pt")
         target = encoded["labels"][0]
-        return {"pixel_values": encoded["pixel_values"][0], "pixel_mask": encoded["pixel_mask"][0],
-                "labels": {"class_labels": target["class_labels"], "boxes": target["boxes"]}}
+        pixel_mask = encoded.get("pixel_mask")
+        pixel_values = encoded["pixel_values"][0]
+        return {"pixel_values": pixel_values,
+                "pixel_mask": pixel_mask[0] if pixel_mask is not None else torch.ones(pixel_values.shape[-2:],
+                                                                                      dtype=torch.long),
+                "labels": {"class_labels": target["class_labels"], "boxes": target["boxes"]},
+                # DETR-family processors give boxes as (cx, cy, w, h) relative to the image (do_convert_annotations)
+                "relative_boxes": bool(getattr(self.image_processor, "do_convert_annotations", True))}
 
 
 class EvalTransform:
@@ -604,8 +609,14 @@ class EvalTransform:
 def collate_fn(examples):
     """Stacks examples into {"pixel_values": (batch, 3, H, W) float, "pixel_mask": (batch, H, W) long, and
     "labels": a list of {"class_labels": (boxes,) long, "boxes": (boxes, 4) float} (training) or "canvas":
-    (batch, 2) float64 and "index": (batch,) long (evaluation)}. Images of one batch must have one size: with a
-    processor that pads to the batch's largest image, the padding is applied here."""
+    (batch, 2) float64 and "index": (batch,) long (evaluation)}.
+
+    Images of different sizes (a DETR-family checkpoint's processor resizes by shortest/longest edge, 800/1333 for
+    `facebook/detr-resnet-50`, so aspect ratios give sizes) are padded bottom and right to the batch's largest
+    height and width, with `pixel_mask` 0 on the padding: what the image processor's own padding of a batch does
+    (`DetrImageProcessor.pad`). Its boxes are relative to the image, (cx, cy, w, h) / (width, height), and stay on
+    the same pixels by the same rule: an image of h x w in an H x W batch has its boxes scaled by
+    (w/W, h/H, w/W, h/H) (`_update_annotation_for_padded_image`)."""
     shapes = {tuple(e["pixel_values"].shape[-2:]) for e in examples}
     height, width = max(s[0] for s in shapes), max(s[1] for s in shapes)
     pixel_values = torch.zeros(len(examples), 3, height, width)
@@ -616,9 +627,14 @@ def collate_fn(examples):
         pixel_mask[i, :h, :w] = example["pixel_mask"]
     batch = {"pixel_values": pixel_values, "pixel_mask": pixel_mask}
     if "labels" in examples[0]:
-        if len(shapes) > 1:
-            raise ValueError("Training images of different padded sizes in one batch: pass --image_size.")
-        batch["labels"] = [example["labels"] for example in examples]
+        batch["labels"] = []
+        for example in examples:
+            target = dict(example["labels"])
+            h, w = example["pixel_values"].shape[-2:]
+            if (h, w) != (height, width) and example.get("relative_boxes", True):
+                target["boxes"] = target["boxes"] * torch.tensor([w / width, h / height, w / width, h / height],
+                                                                 dtype=target["boxes"].dtype)
+            batch["labels"].append(target)
     else:
         canvas = torch.stack([e["canvas"] for e in examples])
         # Padding to the batch's size enlarges the canvas of the smaller images in proportion.

@@ -39,7 +39,7 @@ from common.args import (
     positive_int,
     validate_common_args,
 )
-from common.data import load_data_files
+from common.data import load_data_files, read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -52,6 +52,7 @@ from common.reporting import progress_bar
 from common.run import TrainingRun
 from common.tasks.lm_data import percentage, split_validation, token_loss_sums
 from common.tasks.rouge import compute_rouge, lead3_rouge
+from common.tasks.seq2seq import generation_diversity
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
@@ -483,7 +484,9 @@ def score_answers(answers, references, metric_name):
 
 def generation_eval(args, model, tokenizer, conversations, accelerator, epoch):
     """Answers the first --num_eval_samples validation conversations, scores them, and (main process) writes
-    them to eval_generations.jsonl. Returns {"generation_<metric>": value, ...} ({} when --num_eval_samples 0)."""
+    them to eval_generations.jsonl. Returns {"generation_<metric>": value, ..., "distinct_generations",
+    "most_common_generation_share"} (`common.tasks.seq2seq.generation_diversity`, which warns when most answers are
+    one text: a collapsed model scores near the baseline with one fixed answer); {} when --num_eval_samples 0."""
     if args.num_eval_samples == 0:
         return {}
     prompts, references = generation_prompts(conversations[: args.num_eval_samples], tokenizer)
@@ -495,7 +498,7 @@ def generation_eval(args, model, tokenizer, conversations, accelerator, epoch):
             for prompt, answer, reference in zip(prompts, answers, references):
                 f.write(json.dumps({"epoch": epoch, "prompt": prompt, "generated": answer,
                                     "reference": reference}) + "\n")
-    return {f"generation_{k}": v for k, v in scores.items()}
+    return {**{f"generation_{k}": v for k, v in scores.items()}, **generation_diversity(answers, "answers")}
 
 
 def prompt_baseline(args, conversations):
@@ -530,11 +533,7 @@ def load_model_and_tokenizer(args):
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_name or args.model_name_or_path,
                                               use_fast=not args.use_slow_tokenizer, **common)
     if args.chat_template:
-        try:
-            tokenizer.chat_template = Path(args.chat_template).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise ValueError(f"--chat_template {args.chat_template}: not a readable UTF-8 text file "
-                             f"({type(error).__name__}: {error}).") from None
+        tokenizer.chat_template = read_flag_file("--chat_template", args.chat_template)
         if not tokenizer.chat_template.strip():
             raise ValueError(f"--chat_template {args.chat_template}: the file is empty; expected a Jinja template.")
     if not tokenizer.chat_template:

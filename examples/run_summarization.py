@@ -52,6 +52,7 @@ from common.tasks.seq2seq import (
     generate_texts,
     generated_lengths,
     generation_diversity,
+    ignore_label_padding,
     load_seq2seq_model,
     train_seq2seq_tokenizer,
 )
@@ -201,11 +202,12 @@ def preprocess(args, raw_datasets, tokenizer, text_column, summary_column, accel
             max_length=args.max_source_length, padding=padding, truncation=True,
         )
         if summary_column in examples:
-            labels = tokenizer(
+            encoded = tokenizer(
                 text_target=examples[summary_column], max_length=max_target_length, padding=padding, truncation=True
-            )["input_ids"]
-            if padding == "max_length" and args.ignore_pad_token_for_loss:
-                labels = [[(t if t != tokenizer.pad_token_id else -100) for t in label] for label in labels]
+            )
+            labels = encoded["input_ids"]
+            if padding == "max_length" and args.ignore_pad_token_for_loss:  # the padding, not every pad-id token
+                labels = ignore_label_padding(encoded, tokenizer.pad_token_id)
             model_inputs["labels"] = labels
         return model_inputs
 

@@ -66,6 +66,7 @@ from common.tasks.seq2seq import (
     generate_texts,
     generated_lengths,
     generation_diversity,
+    ignore_label_padding,
     load_seq2seq_model,
     train_seq2seq_tokenizer,
 )
@@ -532,12 +533,13 @@ def preprocess(args, raw_datasets, tokenizer, source_key, target_key, accelerato
         )
         if target_key is not None and all(isinstance(pair.get(target_key), str) for pair in pairs):
             # `text_target` tokenises with the target-side settings (mBART's target language code).
-            labels = tokenizer(
+            encoded = tokenizer(
                 text_target=[pair[target_key] for pair in pairs],
                 max_length=max_target_length, padding=padding, truncation=True,
-            )["input_ids"]
-            if padding == "max_length" and args.ignore_pad_token_for_loss:
-                labels = [[(t if t != tokenizer.pad_token_id else -100) for t in label] for label in labels]
+            )
+            labels = encoded["input_ids"]
+            if padding == "max_length" and args.ignore_pad_token_for_loss:  # the padding, not every pad-id token
+                labels = ignore_label_padding(encoded, tokenizer.pad_token_id)
             model_inputs["labels"] = labels
         return model_inputs
 

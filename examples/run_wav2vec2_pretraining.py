@@ -36,6 +36,7 @@ from transformers import AutoConfig, AutoFeatureExtractor, Wav2Vec2FeatureExtrac
 from transformers.models.wav2vec2.modeling_wav2vec2 import _compute_mask_indices, _sample_negative_indices
 
 from common.args import add_common_args, non_negative_int, positive_float, positive_int, validate_common_args
+from common.data import check_separate_folders
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -153,6 +154,7 @@ def validate_args(args):
         path = getattr(args, flag)
         if path is not None and not os.path.isdir(path):
             raise ValueError(f"--{flag} {path}: no such folder (expected a folder of audio files).")
+    check_separate_folders({"--train_dir": args.train_dir, "--validation_dir": args.validation_dir})
     if getattr(args, "use_peft", False):
         raise ValueError("--use_peft: not supported for pretraining (every weight is trained from the contrastive "
                          "task); fine-tune the pretrained model with LoRA instead.")

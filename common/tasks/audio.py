@@ -102,25 +102,9 @@ def list_audio_files(folder, one_layout=True):
             gives the labels) when it mixes files directly inside it with class sub-folders (which layout is meant
             cannot be told).
     """
-    if not os.path.isdir(folder):
-        raise ValueError(f"{folder}: no such folder")
-    found = []
-    # Links to folders are followed (a class folder may be a link); hidden folders (.ipynb_checkpoints, .git) and
-    # hidden files are not audio of the set.
-    for root, dirs, files in os.walk(folder, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.lower().endswith(AUDIO_SUFFIXES) and not name.startswith("."):
-                relative = os.path.relpath(root, folder)
-                label = None if relative == "." else relative.split(os.sep)[0]
-                found.append((os.path.abspath(os.path.join(root, name)), label))
-    if not found:
-        raise ValueError(f"{folder}: no audio file found (expected files ending in {', '.join(AUDIO_SUFFIXES)})")
-    if one_layout and len({label is None for _, label in found}) == 2:
-        loose = next(path for path, label in found if label is None)
-        raise ValueError(f"{folder}: holds both class sub-folders and loose audio files (e.g. {loose}); expected "
-                         "either <folder>/<class>/<files> or one flat folder (labels from --label_from_file_name)")
-    return found
+    from ..data import list_class_files
+
+    return list_class_files(folder, AUDIO_SUFFIXES, "audio", one_layout)
 
 
 def label_from_file_name(path, pattern):

@@ -114,6 +114,38 @@ def check_head_size(config, checkpoint_num_labels, num_labels, model_name_or_pat
     )
 
 
+# The loss's ignore value in transformers (`CrossEntropyLoss(ignore_index=-100)`): positions without a label.
+IGNORE_INDEX = -100
+
+
+def refuse_ignore_value(labels, where, column, what="label", unit="row"):
+    """Refuses integer labels equal to `IGNORE_INDEX` (-100) in data that gives one class per row (or per word):
+    mapped to a class id of its own, -100 would silently become one more class (issue 37 kind 1: ignore values
+    against class ids). Such labels come from data exported after tokenisation (sub-word positions) or from a
+    file that marks unlabelled rows the way the loss does.
+
+    Args:
+        labels: one label per row, or (NER) one list of tags per row.
+        where: the flag and file (or split), for the message.
+        column: the label column.
+        what: "label" or "tag", for the message.
+        unit: what one item of `labels` is called ("row", "example"), for the message.
+
+    Raises:
+        ValueError: "<where>, <unit> N: <what> -100 in column '<column>' is the loss's ignore value ..., not a class".
+    """
+    rows = [i for i, label in enumerate(labels)
+            if (label if isinstance(label, list) else [label]).count(IGNORE_INDEX)
+            and not isinstance(label, bool)]
+    if rows:
+        raise ValueError(
+            f"{where}, {unit} {rows[0]}: {what} {IGNORE_INDEX} in column '{column}' is the loss's ignore value "
+            f"(transformers' label of positions without one, e.g. sub-word tokens), not a class ({len(rows)} such "
+            f"{unit}s). Give every {'word' if what == 'tag' else 'row'} its class (one tag per word, not per token), "
+            "or remove those rows."
+        )
+
+
 def empty_label_rows(labels):
     """The rows whose label is empty: None (an empty CSV cell, a JSON null), NaN (an empty cell of a column of
     numbers, as pandas reads it) or a blank string.
@@ -148,7 +180,8 @@ def resolve_class_labels(label_column, train_dataset, eval_dataset, sources):
 
     Raises:
         ValueError: naming the file and row of an empty label, of a label that is not a str or int or whose type
-            differs from row 0's, or the validation labels (classes of --validation_dir) never seen in training.
+            differs from row 0's, of the ignore value -100 (`refuse_ignore_value`), or the validation labels
+            (classes of --validation_dir) never seen in training.
     """
     reference = train_dataset if train_dataset is not None else eval_dataset
     feature = reference.features[label_column]
@@ -185,6 +218,7 @@ def resolve_class_labels(label_column, train_dataset, eval_dataset, sources):
                 f"'{label_column}'; expected class names (strings) or integer class ids, one type for all "
                 f"rows (row 0: {labels[0]!r}; {len(wrong)} rows differ)."
             )
+        refuse_ignore_value(labels, sources.get(split, split), label_column)
         present[split] = set(labels)
     values = sorted(present.get("train", present["validation"]))
     unseen = sorted(present["validation"] - set(values), key=str) if "train" in present else []

@@ -278,3 +278,22 @@ def generation_diversity(texts, what="generations"):
                        "then measures one fixed output, not the model's reading of each input (train longer, or "
                        "check the learning rate and the data).")
     return {"distinct_generations": len(counts), "most_common_generation_share": share}
+
+
+def ignore_label_padding(encoded, pad_token_id=None):
+    """The target token ids of `tokenizer(text_target=..., padding="max_length")` with the padded positions set to
+    -100 (the loss's ignore index), found by the attention mask, not by the pad token's id: a tokenizer whose pad
+    token is its EOS token (or any token the targets use) would otherwise lose every real EOS of the targets, and
+    the model would never learn to stop (issue 37 kind 1: the pad id and the class ids, here token ids, collide).
+
+    Args:
+        encoded: the tokenizer's output (`input_ids` and `attention_mask`: lists of equal-length lists).
+        pad_token_id: used only when the tokenizer returned no attention mask (every pad-id token is ignored then).
+
+    Returns:
+        list of lists of int.
+    """
+    ids = encoded["input_ids"]
+    masks = encoded.get("attention_mask") or [[token != pad_token_id for token in row] for row in ids]
+    return [[token if keep else -100 for token, keep in zip(row, mask)] for row, mask in zip(ids, masks)]
+

@@ -289,3 +289,40 @@ def test_bad_test_file(case, images, csv_files, finished_run, tmp_path, capsys):
         assert_rejected(SCRIPT_MAIN, argv, expected, finished_run, capsys)
     finally:
         test_file.unlink()
+
+
+@pytest.mark.slow  # 3 short runs in this process (24 s); make test keeps the unit tests of tests/unit/test_run.py
+def test_a_resume_on_another_training_folder_or_image_size_or_reshaped_model_is_refused(images, tmp_path, capsys):
+    """Issue 37 kind 2, the break-test's example: a checkpoint of a run on a 12-image folder, resumed with
+    --train_dir naming an 18-image folder, trained on it silently; now every data/model flag is compared, and a
+    shape-changing --config_overrides with --ignore_checkpoint_mismatch gets our message, not torch's traceback."""
+    root, _ = images
+    small, large = tmp_path / "small", tmp_path / "large"
+    shutil.copytree(root, small, ignore=shutil.ignore_patterns("*.csv"))
+    shutil.copytree(root, large, ignore=shutil.ignore_patterns("*.csv"))
+    rng = random.Random(1)
+    for name, colour in CLASSES.items():
+        for i in range(2):
+            make_image(rng, colour).save(large / name / f"extra{i}.png")
+    out = tmp_path / "out"
+
+    def command(train, *extra):
+        return ["--train_dir", train, "--validation_dir", small, *TINY_RESNET, "--output_dir", out,
+                "--max_train_steps", "1", "--checkpointing_steps", "1", "--per_device_train_batch_size", "4",
+                "--resume_from_checkpoint", "latest", *extra]
+
+    SCRIPT_MAIN([str(a) for a in command(small)])
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state()
+    assert (out / "step_1").is_dir()
+    assert_rejected(SCRIPT_MAIN, command(large), rf"train_dir: '{small}' -> '{large}'; train_examples: 12 -> 18",
+                    out, capsys)
+    assert_rejected(SCRIPT_MAIN, replace_flag(command(small), "--image_size", "28"), r"image_size: 32 -> 28", out,
+                    capsys)
+    reshaped = replace_flag(command(small, "--ignore_checkpoint_mismatch"), "--config_overrides",
+                            "embedding_size=16,hidden_sizes=[16,48],depths=[1,1],layer_type=basic")
+    assert_rejected(SCRIPT_MAIN, reshaped, r"holds weights that this run's model cannot take \(.*\[32, 16, 3, 3\] "
+                    r"in the checkpoint, \[48, 16, 3, 3\] in this run's model", out, capsys)
+    SCRIPT_MAIN([str(a) for a in command(small)])  # the same command resumes (the finished run ends at once)
+    AcceleratorState._reset_state()

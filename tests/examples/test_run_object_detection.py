@@ -9,6 +9,7 @@ images. A tiny DETR (ResNet backbone built from its config, 1 encoder + 1 decode
 
 import json
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 import torch
 from PIL import Image
 
+import run_object_detection as det
 from conftest import SHARED_DATA, launch, read_results
 
 SCRIPT = "run_object_detection.py"
@@ -285,3 +287,32 @@ def test_raccoon_voc_split_trains_and_scores_every_test_image(tmp_path):
     # recorded, hence 2e-3).
     assert results["eval_baseline_map_50"] == pytest.approx(0.626, abs=2e-3)
     assert results["eval_baseline_map"] == pytest.approx(0.226, abs=2e-3)
+
+
+@pytest.mark.slow  # launches (about 50 s each); make test keeps the unit test of the padded batch
+@pytest.mark.parametrize("num_processes", [1, 2])
+def test_a_checkpoint_whose_processor_resizes_by_edges_trains_without_image_size(two_process_run, detection_data,
+                                                                                 tmp_path, num_processes):
+    """Issue 37 kind 4: a DETR-family checkpoint's processor resizes by shortest/longest edge (DETR's 800/1333,
+    here 48/80), so the 40-72 px images of mixed aspect ratios get mixed sizes; the run stopped at the first batch
+    ("pass --image_size"). Each batch is now padded to its largest image with a pixel mask, on 1 and 2 processes."""
+    from transformers import AutoImageProcessor, DetrImageProcessorPil
+
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(two_process_run["output_dir"], checkpoint,
+                    ignore=shutil.ignore_patterns("step_*", "epoch_*", "*.json", "runs"))
+    shutil.copy(two_process_run["output_dir"] / "config.json", checkpoint / "config.json")
+    DetrImageProcessorPil(size={"shortest_edge": 48, "longest_edge": 80}).save_pretrained(checkpoint)
+    processor = AutoImageProcessor.from_pretrained(checkpoint, backend="pil")
+    records, _ = det.read_coco_json(detection_data["train"])
+    sizes = {tuple(processor(images=[det.load_image(r["image"])], return_tensors="pt")["pixel_values"].shape[-2:])
+             for r in records[:16]}
+    assert len(sizes) > 4  # the first two batches of 8 already mix sizes
+    out = tmp_path / "out"
+    args = ["--model_name_or_path", checkpoint, "--train_file", detection_data["train"], "--validation_file",
+            detection_data["validation"], *COMMON, "--num_train_epochs", "1", "--output_dir", out]
+    launch(SCRIPT, args, num_processes=num_processes)
+    results = read_results(out)
+    assert results["train_steps"] == 12 // num_processes and results["eval_samples"] == 30
+    assert np.isfinite(results["train_loss"]) and 0.0 <= results["eval_map"] <= 1.0
+    assert AutoImageProcessor.from_pretrained(out, backend="pil").size == {"shortest_edge": 48, "longest_edge": 80}

@@ -203,6 +203,11 @@ def test_learns_to_answer_and_writes_generations(tmp_path, tiny_llama, chat_data
     lines = [json.loads(line) for line in (tmp_path / "out" / "eval_generations.jsonl").read_text().splitlines()]
     assert len(lines) == 40 and lines[0]["prompt"].endswith("<|im_start|>assistant\n")
     assert sum(line["generated"] == line["reference"] for line in lines) >= 36
+    # How varied the answers are (issue 37 kind 6), by definition from the written file.
+    answers = [line["generated"] for line in lines]
+    assert results["eval_distinct_generations"] == len(set(answers)) > 1
+    assert results["eval_most_common_generation_share"] == max(map(answers.count, answers)) / len(answers)
+    assert before["eval_distinct_generations"] > 1  # the untrained model's 40 answers: 7 distinct, measured
 
 
 def read_results_of(_result, out):
@@ -263,7 +268,8 @@ def test_chat_template_problems_are_refused_naming_the_flag_or_row(tmp_path, tin
                           ("broken.jinja", r"row 0: the chat template .* fails on this conversation: "
                                            "TemplateSyntaxError"),
                           ("empty.jinja", "empty.jinja: the file is empty"),
-                          ("latin1.jinja", "latin1.jinja: not a readable UTF-8 text file")]:
+                          ("latin1.jinja", r"^--chat_template .*latin1.jinja: not UTF-8 \(invalid continuation byte "
+                                           r"at byte 3\); save the file as UTF-8")]:
         with pytest.raises(ValueError, match=message):
             run_sft.main([*common, "--chat_template", str(tmp_path / name)])
     with pytest.raises(SystemExit):

@@ -129,3 +129,22 @@ def test_decoded_clips_are_decoded_again_when_a_file_changes(tmp_path):
     clip.write_text("not audio any more")
     with pytest.raises(ValueError, match=r"row 0: .*clip.wav: cannot be decoded as audio"):
         decoded()
+
+
+def test_a_validation_folder_inside_the_training_folder_is_refused_by_the_speech_scripts(tmp_path):
+    """Issue 37 kind 3: `--validation_dir clips/val` inside `--train_dir clips` was read into the training set too
+    (its clips trained on: as a class "val" in run_audio_classification, as more clips in pretraining); refused
+    before anything loads, naming both flags. The same folder for both stays allowed."""
+    import argparse
+
+    import run_audio_classification
+    import run_wav2vec2_pretraining
+
+    for path in ("clips/a/1.wav", "clips/val/a/2.wav"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(b"")
+    args = argparse.Namespace(train_dir=str(tmp_path / "clips"), validation_dir=str(tmp_path / "clips" / "val"))
+    for script in (run_audio_classification, run_wav2vec2_pretraining):
+        with pytest.raises(ValueError, match=rf"^--validation_dir {tmp_path}/clips/val lies inside --train_dir "
+                                             rf"{tmp_path}/clips: its files would be read as part of --train_dir"):
+            script.validate_args(args)

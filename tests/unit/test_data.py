@@ -62,3 +62,25 @@ def test_require_columns_lists_what_is_present(tmp_path):
     with pytest.raises(ValueError, match=r"--train_file a\.csv: missing column\(s\) \['text'\]; the columns "
                                          r"present are \['sentence', 'label'\]"):
         require_columns(dataset, ["text", "label"], "train", "a.csv")
+
+
+def test_every_file_a_flag_names_is_read_with_the_data_files_utf8_error(tmp_path):
+    """Issue 37 kind 5: a Latin-1 --config_name JSON file is refused naming the flag and the byte (transformers
+    raised its own OSError about 'not a valid JSON file'); the common reader names the flag, or the path alone."""
+    from common.args import check_model_source
+    from common.data import read_flag_file, read_flag_json
+
+    path = tmp_path / "config.json"
+    text = '{"model_type": "bert", "name": "caf\u00e9"}'
+    path.write_bytes(text.encode("latin-1"))
+    offset = text.index("\u00e9")
+    with pytest.raises(ValueError, match=rf"^--config_name {path}: not UTF-8 \(invalid continuation byte at byte "
+                                         rf"{offset}\); save the file as UTF-8\.$"):
+        check_model_source("config_name", str(path))
+    with pytest.raises(ValueError, match=rf"^{path}: not UTF-8"):
+        read_flag_file(None, path)
+    path.write_text('{"model_type": "bert",}')
+    with pytest.raises(ValueError, match=rf"^--config_name {path}: not valid JSON \(.*line 1 column 23\)"):
+        read_flag_json("--config_name", path)
+    path.write_text('{"model_type": "bert"}')
+    check_model_source("config_name", str(path))  # a good file passes

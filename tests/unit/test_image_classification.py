@@ -352,3 +352,68 @@ def test_hub_style_dataset_with_embedded_images(tmp_path):
                                                                     "label": datasets.ClassLabel(names=["cat"])}))
     with pytest.raises(ValueError, match=r"the train split: 1 unreadable image\(s\):\n  x\.png: not a readable"):
         ric.drop_unreadable_images(args, broken, validation, {})
+
+
+def write_class_folder(folder, classes, per_class=2):
+    for name in classes:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            Image.new("RGB", (8, 8), (40 * i, 0, 0)).save(folder / name / f"{i}.png")
+
+
+@pytest.mark.parametrize("layout", ["side_by_side", "unrelated_depths", "symlinked", "spaces_and_non_ascii",
+                                    "class_names_like_splits"])
+def test_folder_layouts_each_read_as_its_own_tree(tmp_path, layout):
+    """Issue 37 kind 3: --train_dir and --validation_dir may live anywhere, each read as <folder>/<class>/<files>.
+    One `imagefolder` builder call over both folders ("unrelated_depths": data/a/b/c/train beside other/val) found
+    "no class sub-folders"; each layout gives every image its folder's class."""
+    import os
+
+    classes = {"spaces_and_non_ascii": ["chat noir", "été", "狗"], "class_names_like_splits": ["train", "validation"]
+               }.get(layout, ["cat", "dog"])
+    train, validation = {"side_by_side": ("data/train", "data/validation"),
+                         "unrelated_depths": ("data/a/b/c/train", "other/val"),
+                         "symlinked": ("real/train", "real/validation")}.get(layout, ("train", "val"))
+    train, validation = tmp_path / train, tmp_path / validation
+    write_class_folder(train, classes)
+    write_class_folder(validation, classes, per_class=1)
+    if layout == "symlinked":  # the folders named through links, one class folder a link itself
+        os.symlink(train, tmp_path / "train_link")
+        os.symlink(validation, tmp_path / "validation_link")
+        train, validation = tmp_path / "train_link", tmp_path / "validation_link"
+    args = argparse.Namespace(dataset_name=None, train_dir=str(train), validation_dir=str(validation),
+                              image_column_name="image", label_column_name="label")
+    raw, sources = ric.load_raw_datasets(args)
+    for split, folder, per_class in (("train", train, 2), ("validation", validation, 1)):
+        names = raw[split].features["label"].names
+        assert names == sorted(classes)
+        found = sorted((os.path.relpath(record["path"], folder), names[label])
+                       for record, label in zip(raw[split]["image"], raw[split]["label"]))
+        assert found == sorted((os.path.join(name, f"{i}.png"), name) for name in classes for i in range(per_class))
+    assert resolve_class_labels("label", raw["train"], raw["validation"], sources)[0] == sorted(classes)
+
+
+def test_folder_layouts_that_are_refused(tmp_path):
+    """Issue 37 kind 3: a validation folder inside the training folder (its images would be trained on, as a class
+    named after it) is refused naming both flags; a class present only in the validation folder stays refused."""
+    write_class_folder(tmp_path / "train", ["cat", "dog"])
+    write_class_folder(tmp_path / "train" / "val", ["cat", "dog"])
+    from common.data import check_separate_folders
+
+    with pytest.raises(ValueError, match=rf"^--validation_dir {tmp_path}/train/val lies inside --train_dir "
+                                         rf"{tmp_path}/train: its files would be read as part of --train_dir too"):
+        check_separate_folders({"--train_dir": str(tmp_path / "train"),
+                                "--validation_dir": str(tmp_path / "train" / "val")})
+    check_separate_folders({"--train_dir": str(tmp_path / "train"), "--validation_dir": str(tmp_path / "train")})
+    write_class_folder(tmp_path / "val2", ["cat", "bird"], per_class=1)
+    folders = argparse.Namespace(dataset_name=None, train_dir=str(tmp_path / "train" / "val"),
+                                 validation_dir=str(tmp_path / "val2"), image_column_name="image",
+                                 label_column_name="label")
+    raw, sources = ric.load_raw_datasets(folders)
+    with pytest.raises(ValueError, match=r"val2: label\(s\) \['bird'\] never occur in --train_dir"):
+        resolve_class_labels("label", raw["train"], raw["validation"], sources)
+    (tmp_path / "flat").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "flat" / "loose.png")
+    folders.train_dir = str(tmp_path / "flat")
+    with pytest.raises(ValueError, match=r"--train_dir .*flat: no class sub-folders found \(images directly inside"):
+        ric.load_raw_datasets(folders)

@@ -61,3 +61,24 @@ def test_ignore_mismatched_sizes_and_new_models_take_the_data_labels():
     # No --model_name_or_path (a model built from --config_name/--model_type): the config's labels do not bind.
     config = trained_config(["zero", "one"])
     assert align_labels(config, ["blue", "red"], None, False) == {"blue": 0, "red": 1}
+
+
+def test_the_loss_ignore_value_is_not_a_class_in_glue_image_and_audio_labels(tmp_path):
+    """Issue 37 kind 1: an integer label -100 (how a file marks rows without a label the way the loss does) was
+    sorted into the label set as one more class; refused naming the file, row and column, in run_glue's
+    check_label_values and in resolve_class_labels (image and audio classification)."""
+    import datasets
+
+    import run_glue
+    from common.tasks.labels import resolve_class_labels
+
+    raw = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"sentence": ["a", "b", "c"],
+                                                                     "label": [0, 1, -100]})})
+    with pytest.raises(ValueError, match=r"^--train_file t.csv, row 2: label -100 in column 'label' is the loss's "
+                                         r"ignore value .*not a class \(1 such rows\)"):
+        run_glue.check_label_values(raw, "label", {"train": "t.csv"})
+    with pytest.raises(ValueError, match=r"^--train_dir d, row 2: label -100 in column 'label' is the loss's"):
+        resolve_class_labels("label", raw["train"], None, {"train": "--train_dir d"})
+    raw = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"sentence": ["a", "b", "c"],
+                                                                     "label": [0, 1, -1]})})
+    run_glue.check_label_values(raw, "label", {"train": "t.csv"})  # -1 is a class like any other (e.g. negative)

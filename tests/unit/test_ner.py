@@ -238,3 +238,16 @@ def test_conll2003_files_parse_and_iob1_converts_to_the_iob2_copy():
         assert sum(len(t) for t in iob1["tokens"]) == tokens
         assert iob1["tokens"] == iob2["tokens"]
         assert [run_ner.iob1_to_iob2(tags) for tags in iob1["ner_tags"]] == iob2["ner_tags"]
+
+
+def test_the_loss_ignore_value_is_not_a_tag(tmp_path):
+    """Issue 37 kind 1: integer tags without names became str(id) classes, so -100 (tags aligned to sub-word
+    tokens, as exported after tokenisation) was trained as a tag "-100" of its own; refused naming the example."""
+    rows = [{"tokens": ["Paris", "is", "big"], "ner_tags": [1, 0, 0]},
+            {"tokens": ["Bob", "##by", "ran"], "ner_tags": [2, -100, 0]}]
+    train = write(tmp_path / "train.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    args = parse(["--train_file", train])
+    raw, text_column, label_column = run_ner.load_raw_datasets(args)
+    with pytest.raises(ValueError, match=rf"^--train_file {train}, example 1: tag -100 in column 'ner_tags' is the "
+                                         r"loss's ignore value .*not a class \(1 such examples\)"):
+        run_ner.normalize_tags(args, raw, text_column, label_column)

@@ -261,3 +261,31 @@ def test_undefined_coco_values_are_null_not_minus_one():
     """COCOeval's -1 (no validation object of that size) is reported as None (null), never as a score of -1."""
     assert det.defined_metrics({"map": 0.25, "map_small": -1.0, "map_large": 0.0}) == {
         "map": 0.25, "map_small": None, "map_large": 0.0}
+
+
+def test_training_batches_of_mixed_aspect_ratios_are_padded_as_the_image_processor_pads_them(both_formats):
+    """Issue 37 kind 4: a DETR checkpoint's processor resizes by shortest/longest edge (no --image_size), so images
+    of other aspect ratios get other sizes; training stopped at the first batch ("pass --image_size"). Each image
+    is now processed alone and the batch padded here: pixel values, pixel mask and boxes equal what the processor
+    itself gives for the whole batch (its pad moves the relative boxes onto the padded canvas)."""
+    from transformers import DetrImageProcessorPil
+
+    root, coco, _ = both_formats
+    records, _ = det.read_coco_json(coco)
+    det.check_records(records, "src")
+    records = [r for r in records if r["boxes"]][:4]
+    processor = DetrImageProcessorPil(size={"shortest_edge": 48, "longest_edge": 80})  # DETR's rule, scaled down
+    train = det.TrainTransform(processor, None, {3: 0, 7: 1}, seed=0)
+    examples = [train(r, i) for i, r in enumerate(records)]
+    assert len({tuple(e["pixel_values"].shape) for e in examples}) > 1  # mixed sizes in one batch
+    batch = det.collate_fn(examples)
+    images = [np.asarray(det.load_image(r["image"])) for r in records]
+    annotations = [{"image_id": i, "annotations": [
+        {"bbox": box, "category_id": {3: 0, 7: 1}[c], "iscrowd": 0, "area": box[2] * box[3]}
+        for box, c in zip(r["boxes"], r["category_ids"])]} for i, r in enumerate(records)]
+    expected = processor(images=images, annotations=annotations, return_tensors="pt")
+    assert torch.allclose(batch["pixel_values"], expected["pixel_values"], atol=1e-6)
+    assert torch.equal(batch["pixel_mask"], expected["pixel_mask"].long())
+    for ours, theirs in zip(batch["labels"], expected["labels"]):
+        assert torch.equal(ours["class_labels"], theirs["class_labels"])
+        assert torch.allclose(ours["boxes"], theirs["boxes"], atol=1e-6)

@@ -364,3 +364,114 @@ def test_speech_settings_are_part_of_a_run(tmp_path):
     (checkpoint / PROGRESS_FILE).write_text(json.dumps({"completed_steps": 4, "run_settings": settings}))
     with pytest.raises(ValueError, match=r"mask_time_length: 5 -> 10"):
         check_run_settings(checkpoint, {**settings, "mask_time_length": 10})
+
+
+# Flags that change neither the training data nor the model nor the optimizer built (evaluation, prediction,
+# generation, saving, logging, speed, the run's length), so a resume may change them (issue 37 kind 2).
+NOT_RUN_SETTINGS = {
+    "help", "config", "output_dir", "overwrite_output_dir", "resume_from_checkpoint", "ignore_checkpoint_mismatch",
+    "checkpointing_steps", "checkpoints_total_limit", "num_train_epochs", "max_train_steps", "with_tracking",
+    "report_to", "push_to_hub", "hub_model_id", "hub_token", "hub_private_repo", "per_device_eval_batch_size",
+    "dataloader_num_workers", "preprocessing_num_workers", "overwrite_cache", "mixed_precision", "fast_dropout",
+    "gradient_checkpointing", "reuse_cpu_memory", "trust_remote_code", "pad_to_multiple_of", "merge_adapter_on_save",
+    "ddp_find_unused_parameters", "test_file", "test_source_file", "test_target_file", "max_predict_samples",
+    "do_predict", "eval_mask_seed", "num_beams", "val_max_target_length", "max_new_tokens", "num_eval_samples",
+    "generation_metric", "sample_prompt", "sample_max_new_tokens", "max_answer_length", "n_best_size",
+    "null_score_diff_threshold", "return_entity_level_metrics",
+    # issue 36's evaluation and stopping flags (when they land)
+    "eval_steps", "early_stopping_patience", "early_stopping_threshold", "metric_for_best_model",
+    "greater_is_better", "load_best_model_at_end",
+}
+
+
+def script_parsers():
+    """{script name: its argparse parser}, captured from each examples/run_*.py's `parse_args` at the call of
+    `parser.parse_args` (nothing is validated or loaded)."""
+    import argparse
+    import importlib
+    import sys
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    sys.path.insert(0, str(examples))
+
+    class Captured(Exception):
+        pass
+
+    def capture(self, *args, **kwargs):
+        raise Captured(self)
+
+    parsers, original = {}, argparse.ArgumentParser.parse_args
+    argparse.ArgumentParser.parse_args = capture
+    try:
+        for path in sorted(examples.glob("run_*.py")):
+            with pytest.raises(Captured) as captured:
+                importlib.import_module(path.stem).parse_args([])
+            parsers[path.stem] = captured.value.args[0]
+    finally:
+        argparse.ArgumentParser.parse_args = original
+    return parsers
+
+
+def test_every_flag_that_changes_data_model_or_optimizer_is_a_run_setting():
+    """Issue 37 kind 2, the kind: every flag of every script is either recorded in the checkpoint's run settings
+    (compared on resume) or listed in NOT_RUN_SETTINGS as one that a resume may change. A new flag must be
+    classified (found by the break-test: --train_dir, --image_size, --max_train_samples, --id2label ... were not
+    compared, so a resume on another training folder trained silently on it)."""
+    from common.run import DATA_AND_MODEL_SETTING_FLAGS, RUN_SETTING_FLAGS
+
+    recorded = set(RUN_SETTING_FLAGS) | set(DATA_AND_MODEL_SETTING_FLAGS)
+    unclassified = {name: sorted({a.dest for a in parser._actions} - recorded - NOT_RUN_SETTINGS)
+                    for name, parser in script_parsers().items()}
+    assert {name: flags for name, flags in unclassified.items() if flags} == {}
+    for flag in ("train_dir", "validation_dir", "max_train_samples", "config_overrides", "model_type", "image_size",
+                 "id2label", "mlm_probability", "max_seq_length", "train_source_file", "task_name"):
+        assert flag in recorded, flag
+    assert not recorded & NOT_RUN_SETTINGS
+
+
+def test_run_settings_hold_the_data_flags_and_the_number_of_training_examples(tmp_path):
+    AcceleratorState._reset_state(True)
+    (tmp_path / "val").mkdir()
+    (tmp_path / "labels.json").write_text('{"0": "a"}')
+    args = make_args(tmp_path, validation_dir=os.path.relpath(tmp_path / "val"), image_size=32, max_train_samples=16,
+                     id2label=str(tmp_path / "labels.json"), random_resized_crop_scale=(0.5, 1.0))
+    loader = SimpleNamespace(dataset=list(range(16)))
+    settings = run_settings(args, Accelerator(cpu=True), loader)
+    assert settings["validation_dir"] == str(tmp_path / "val") and settings["image_size"] == 32
+    assert settings["max_train_samples"] == 16 and settings["train_examples"] == 16
+    assert settings["random_resized_crop_scale"] == [0.5, 1.0]  # as JSON gives it back: equal after a resume
+    checkpoint = tmp_path / "step_1"
+    checkpoint.mkdir()
+    (checkpoint / PROGRESS_FILE).write_text(json.dumps({"completed_steps": 1, "run_settings": settings}))
+    assert check_run_settings(checkpoint, run_settings(args, Accelerator(cpu=True), loader)) == []
+    more = run_settings(args, Accelerator(cpu=True), SimpleNamespace(dataset=list(range(40))))
+    with pytest.raises(ValueError, match=r"train_examples: 16 -> 40"):  # the same folder with other content
+        check_run_settings(checkpoint, more)
+    AcceleratorState._reset_state(True)
+
+
+def test_checkpoint_weights_of_other_shapes_are_refused_with_our_message(tmp_path, tracker):
+    """Issue 37 kind 2: a shape-changing --config_overrides (here a 1-output head, then a 3-output one), resumed
+    even with --ignore_checkpoint_mismatch, stops with a message naming the weights, not torch's size-mismatch
+    traceback from accelerator.load_state."""
+    plan = StepPlan(num_batches=4, num_update_steps_per_epoch=2, max_train_steps=2, num_train_epochs=1)
+    run, _ = make_run(tmp_path, tracker, plan, num_examples=8, lrs=[0.1], config_overrides="num_labels=1")
+    run.save_checkpoint("step_1", epoch=0)
+    AcceleratorState._reset_state(True)
+    accelerator = Accelerator(cpu=True)
+    model = torch.nn.Linear(2, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    args = make_args(tmp_path, resume_from_checkpoint="latest", ignore_checkpoint_mismatch=True,
+                     config_overrides="num_labels=3", with_tracking=False)
+    loader = type("Loader", (), {"dataset": list(range(8)), "__len__": lambda self: plan.num_batches})()
+    resumed = TrainingRun(accelerator, args, plan, loader, optimizer, logging.getLogger("test"))
+    with pytest.raises(ValueError) as error:
+        resumed.checkpoint_to_resume()
+    message = str(error.value)
+    assert "holds weights that this run's model cannot take (bias: [1] in the checkpoint, [3] in this run's model; " \
+           "weight: [1, 2] in the checkpoint, [3, 2] in this run's model: 2 in all)" in message
+    assert "config_overrides: 'num_labels=1' -> 'num_labels=3'" in message
+    with pytest.raises(RuntimeError, match="size mismatch"):  # what the user got before
+        accelerator.load_state(str(tmp_path / "step_1"))

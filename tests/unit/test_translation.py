@@ -489,3 +489,26 @@ def test_generation_diversity_counts_distinct_texts_and_warns_when_most_are_one(
             "distinct_generations": 2, "most_common_generation_share": 0.99}
     assert "99 of 100 summaries (99%) are the same text: 'x'" in caplog.text
     assert seq2seq.generation_diversity([]) == {"distinct_generations": 0, "most_common_generation_share": 0.0}
+
+
+def test_pad_to_max_length_keeps_the_eos_of_a_tokenizer_whose_pad_is_its_eos(state, tokenizer):
+    """Issue 37 kind 1 (pad ids against the ids used): with --pad_to_max_length the padding became -100 by the pad
+    token's id, so a tokenizer whose pad token is its EOS (GPT-2-style) lost the real EOS of every target, and the
+    model never learnt to stop; the padding is now found by the attention mask. Both generating scripts."""
+    import copy
+
+    import run_summarization
+
+    same = copy.deepcopy(tokenizer)
+    same.pad_token = same.eos_token
+    n = len(same("anna singt")["input_ids"])
+    assert same("anna singt")["input_ids"][-1] == same.eos_token_id == same.pad_token_id
+    args = make_args("--pad_to_max_length", "--max_source_length", 12, "--max_target_length", 10,
+                     "--val_max_target_length", 10)
+    labels = run_translation.preprocess(args, raw_splits(), same, "en", "de", state)["train"][2]["labels"]
+    assert labels == same("anna singt")["input_ids"] + [-100] * (10 - n)
+    summary_args = args  # run_summarization.preprocess reads the same flags
+    raw = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": ["anna sings"],
+                                                                     "summary": ["anna singt"]})})
+    labels = run_summarization.preprocess(summary_args, raw, same, "text", "summary", state)["train"][0]["labels"]
+    assert labels == same("anna singt")["input_ids"] + [-100] * (10 - n)

@@ -114,6 +114,10 @@ RUN_SETTING_FLAGS = (
     "min_gumbel_temperature",
     "gumbel_temperature_decay",
     "max_grad_norm",
+    # run_mim's masks: other sizes or ratios mask other pixels
+    "mask_ratio",
+    "mask_patch_size",
+    "model_patch_size",
 )
 _LORA_FLAGS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_modules_to_save")
 # Not recorded: --num_train_epochs / --max_train_steps (continuing a run to more steps is a common, deliberate

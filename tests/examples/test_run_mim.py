@@ -132,6 +132,26 @@ def test_sizes_that_do_not_fit_stop_before_any_data_is_read(flags, message, tmp_
     assert not (tmp_path / "out" / "all_results.json").exists()
 
 
+def test_an_unreadable_image_in_a_listing_is_named_before_training(tmp_path):
+    """In-process `main` on CSV listings (paths relative to the listing): an empty file stops the run, naming the
+    flag, the file and the flag that skips it."""
+    from accelerate.state import AcceleratorState
+
+    paths = write_pattern_images(tmp_path / "images", 6, seed=0)
+    (tmp_path / "images" / "empty.png").write_bytes(b"")
+    rows = [str(p.relative_to(tmp_path)) for p in paths[:4]] + ["images/empty.png"]
+    (tmp_path / "train.csv").write_text("image\n" + "\n".join(rows) + "\n")
+    (tmp_path / "validation.csv").write_text("image\n" + "\n".join(str(p.relative_to(tmp_path)) for p in paths[4:]))
+    argv = ["--train_file", tmp_path / "train.csv", "--validation_file", tmp_path / "validation.csv", *TINY, *COMMON,
+            "--output_dir", tmp_path / "out"]
+    try:
+        message = r"(?s)--train_file \S+train.csv: 1 unreadable image\(s\):\n  \S+empty.png: the image file is empty"
+        with pytest.raises(ValueError, match=message + ".*--skip_corrupt_images"):
+            script.main([str(a) for a in argv])
+    finally:
+        AcceleratorState._reset_state()
+
+
 # ------------------------------------------------------------------------------------------------------ slow
 @pytest.mark.slow
 def test_two_processes_score_every_image_once_and_learn(patterns, tmp_path):

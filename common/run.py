@@ -115,6 +115,10 @@ RUN_SETTING_FLAGS = (
     "min_gumbel_temperature",
     "gumbel_temperature_decay",
     "max_grad_norm",
+    # run_mim's masks: other sizes or ratios mask other pixels
+    "mask_ratio",
+    "mask_patch_size",
+    "model_patch_size",
 )
 # Issue 37 kind 2: every other flag of some script that changes what is trained on (data locations of every kind,
 # splits, sample caps, columns, lengths, image sizes and augmentation, label maps, masking) or what is built (the
@@ -131,7 +135,7 @@ DATA_AND_MODEL_SETTING_FLAGS = (
     "id2label", "label_names", "reduce_labels", "ignore_index", "mask_threshold", "resize_image_to_mask",
     "data_format", "keep_linebreaks", "line_by_line", "block_size", "max_length", "max_source_length",
     "max_target_length", "pad_to_max_length", "doc_stride", "label_all_tokens", "mlm_probability",
-    "whole_word_mask", "image_size", "random_resized_crop_scale", "random_resized_crop_ratio", "horizontal_flip",
+    "whole_word_mask", "image_size", "encoder_stride", "random_resized_crop_scale", "random_resized_crop_ratio", "horizontal_flip",
     "augment", "label_smoothing", "label_smoothing_factor", "ignore_pad_token_for_loss",
     "tokenizer_name", "use_slow_tokenizer", "image_processor_name", "feature_extractor_name", "gguf_file",
     "ignore_mismatched_sizes", "train_tokenizer_vocab_size", "task_name", "version_2_with_negative",

@@ -18,7 +18,6 @@ file name, or is dropped with a warning under `--skip_corrupt_images`. Preproces
 """
 
 import argparse
-import math
 import os
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import torch
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration
-from PIL import Image, ImageOps
+from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageClassification, ViTImageProcessorPil
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
 
@@ -53,7 +52,7 @@ from common.reporting import majority_baseline, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
-from common.tasks.images import open_image, to_rgb
+from common.tasks.images import find_unreadable_images, load_image, random_resized_crop_box
 from common.tasks.labels import align_labels, resolve_class_labels
 from common.tasks.predictions import write_label_predictions
 from common.tracking import init_trackers, parse_report_to
@@ -62,7 +61,6 @@ logger = get_logger(__name__)
 
 # Seed for dataset-level shuffles/splits when --seed is not given: every process must make the same split.
 DEFAULT_DATA_SEED = 42
-# Modes whose alpha channel is composited onto white (as transformers' `convert_to_rgb` does).
 
 
 def parse_args(argv=None):
@@ -264,59 +262,6 @@ def read_image_folders(folders, sources, image_column, label_column):
         for split, files in found.items()})
 
 
-def load_image(record):
-    """Decodes one image to RGB (see `to_rgb`), applying its EXIF orientation.
-
-    Args:
-        record: a `{"path", "bytes"}` dict (`datasets.Image(decode=False)`), a file path, or a PIL image.
-
-    Returns:
-        a PIL "RGB" image.
-
-    Raises:
-        ValueError: naming the file (or "<embedded image>") when it is missing, empty, truncated, not an image
-            or not convertible.
-    """
-    image, name = open_image(record)  # a file: decoded now, EXIF orientation applied
-    if isinstance(record, Image.Image):  # open_image returns an in-memory image as it is
-        image = ImageOps.exif_transpose(image)
-    try:
-        return to_rgb(image)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{name}: {error}") from error
-
-
-def find_unreadable_images(dataset, image_column, num_proc=None):
-    """Decodes every image of `dataset` once (cached by `datasets` like any `map`).
-
-    Cost: one decode per image (about 0.1 ms for a 28x28 PNG, tens of ms for a photo); spread over
-    --preprocessing_num_workers processes.
-
-    Returns:
-        list of (row index, file name, reason), empty when every image is readable.
-    """
-
-    def check(batch):
-        errors = []
-        for record in batch[image_column]:
-            try:
-                load_image(record)
-                errors.append("")
-            except ValueError as error:
-                errors.append(str(error))
-        return {"image_error": errors}
-
-    checked = dataset.map(
-        check, batched=True, num_proc=num_proc, remove_columns=dataset.column_names, desc="Checking images"
-    )
-    found = []
-    for index, error in enumerate(checked["image_error"]):
-        if error:
-            record = dataset[index][image_column]
-            found.append((index, record.get("path") or "<embedded image>", error))
-    return found
-
-
 def drop_unreadable_images(args, train_dataset, eval_dataset, sources):
     """Checks every image; stops on unreadable ones, or drops them with a warning under --skip_corrupt_images.
 
@@ -448,42 +393,6 @@ def model_input_size(image_processor):
             f"of different sizes {sorted(shapes)} for different aspect ratios; pass --image_size to fix one."
         )
     return shapes.pop()
-
-
-def random_resized_crop_box(width, height, scale, ratio, rng):
-    """A random crop box (left, top, right, bottom) as in `torchvision.transforms.RandomResizedCrop.get_params`
-    (the Inception crop of Szegedy et al., 2015): area a uniform fraction of the image within `scale`, aspect
-    ratio (width / height) log-uniform within `ratio`; after 10 failed draws, the largest central crop whose
-    ratio lies within `ratio`.
-
-    Args:
-        width, height: image size in pixels.
-        scale: (min, max) fraction of the area; ratio: (min, max) width/height.
-        rng: a `numpy.random.Generator`.
-
-    Returns:
-        4 ints, 0 <= left < right <= width, 0 <= top < bottom <= height.
-    """
-    area = width * height
-    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
-    for _ in range(10):
-        target_area = area * rng.uniform(scale[0], scale[1])
-        aspect = math.exp(rng.uniform(*log_ratio))
-        crop_w = int(round(math.sqrt(target_area * aspect)))
-        crop_h = int(round(math.sqrt(target_area / aspect)))
-        if 0 < crop_w <= width and 0 < crop_h <= height:
-            left = int(rng.integers(0, width - crop_w + 1))
-            top = int(rng.integers(0, height - crop_h + 1))
-            return left, top, left + crop_w, top + crop_h
-    in_ratio = width / height
-    if in_ratio < ratio[0]:
-        crop_w, crop_h = width, max(1, int(round(width / ratio[0])))
-    elif in_ratio > ratio[1]:
-        crop_w, crop_h = max(1, int(round(height * ratio[1]))), height
-    else:
-        crop_w, crop_h = width, height
-    left, top = (width - crop_w) // 2, (height - crop_h) // 2
-    return left, top, left + crop_w, top + crop_h
 
 
 class TrainTransform:

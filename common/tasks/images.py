@@ -1,7 +1,9 @@
-"""Image files opened with a clear error, and images of any mode as the 8-bit RGB that image processors expect
-(run_image_classification, run_semantic_segmentation, run_object_detection)."""
+"""Image files opened with a clear error, images of any mode as the 8-bit RGB that image processors expect, every
+image of a split checked before training, and the random resized crop's box (run_image_classification,
+run_semantic_segmentation, run_object_detection, run_mim)."""
 
 import io
+import math
 import os
 
 import numpy as np
@@ -76,3 +78,92 @@ def open_image(record):
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
         raise ValueError(f"{name}: not a readable image ({type(error).__name__}: {error}).") from error
     return ImageOps.exif_transpose(image), name
+
+
+def load_image(record):
+    """Decodes one image to RGB (see `to_rgb`), applying its EXIF orientation.
+
+    Args:
+        record: a `{"path", "bytes"}` dict (`datasets.Image(decode=False)`), a file path, or a PIL image.
+
+    Returns:
+        a PIL "RGB" image.
+
+    Raises:
+        ValueError: naming the file (or "<embedded image>") when it is missing, empty, truncated, not an image
+            or not convertible.
+    """
+    image, name = open_image(record)  # a file: decoded now, EXIF orientation applied
+    if isinstance(record, Image.Image):  # open_image returns an in-memory image as it is
+        image = ImageOps.exif_transpose(image)
+    try:
+        return to_rgb(image)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{name}: {error}") from error
+
+
+def find_unreadable_images(dataset, image_column, num_proc=None):
+    """Decodes every image of `dataset` once (cached by `datasets` like any `map`).
+
+    Cost: one decode per image (about 0.1 ms for a 28x28 PNG, tens of ms for a photo); spread over
+    --preprocessing_num_workers processes.
+
+    Returns:
+        list of (row index, file name, reason), empty when every image is readable.
+    """
+
+    def check(batch):
+        errors = []
+        for record in batch[image_column]:
+            try:
+                load_image(record)
+                errors.append("")
+            except ValueError as error:
+                errors.append(str(error))
+        return {"image_error": errors}
+
+    checked = dataset.map(
+        check, batched=True, num_proc=num_proc, remove_columns=dataset.column_names, desc="Checking images"
+    )
+    found = []
+    for index, error in enumerate(checked["image_error"]):
+        if error:
+            record = dataset[index][image_column]
+            found.append((index, record.get("path") or "<embedded image>", error))
+    return found
+
+
+def random_resized_crop_box(width, height, scale, ratio, rng):
+    """A random crop box (left, top, right, bottom) as in `torchvision.transforms.RandomResizedCrop.get_params`
+    (the Inception crop of Szegedy et al., 2015): area a uniform fraction of the image within `scale`, aspect
+    ratio (width / height) log-uniform within `ratio`; after 10 failed draws, the largest central crop whose
+    ratio lies within `ratio`.
+
+    Args:
+        width, height: image size in pixels.
+        scale: (min, max) fraction of the area; ratio: (min, max) width/height.
+        rng: a `numpy.random.Generator`.
+
+    Returns:
+        4 ints, 0 <= left < right <= width, 0 <= top < bottom <= height.
+    """
+    area = width * height
+    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
+    for _ in range(10):
+        target_area = area * rng.uniform(scale[0], scale[1])
+        aspect = math.exp(rng.uniform(*log_ratio))
+        crop_w = int(round(math.sqrt(target_area * aspect)))
+        crop_h = int(round(math.sqrt(target_area / aspect)))
+        if 0 < crop_w <= width and 0 < crop_h <= height:
+            left = int(rng.integers(0, width - crop_w + 1))
+            top = int(rng.integers(0, height - crop_h + 1))
+            return left, top, left + crop_w, top + crop_h
+    in_ratio = width / height
+    if in_ratio < ratio[0]:
+        crop_w, crop_h = width, max(1, int(round(width / ratio[0])))
+    elif in_ratio > ratio[1]:
+        crop_w, crop_h = max(1, int(round(height * ratio[1]))), height
+    else:
+        crop_w, crop_h = width, height
+    left, top = (width - crop_w) // 2, (height - crop_h) // 2
+    return left, top, left + crop_w, top + crop_h

@@ -65,6 +65,14 @@ def wav2vec2_pretraining_eval(files, model, out):
             "--mask_time_length", "2", "--per_device_eval_batch_size", 4], 15
 
 
+def mim_eval(files, model, out):
+    # 18 validation images, 4 per batch and process: the last round (2 processes) holds 2 images in 8 slots; the
+    # evaluation masks are seeded per image (--eval_mask_seed). The checkpoint keeps its sizes; the mask flags do
+    # not travel with it.
+    return ["--model_name_or_path", model, "--validation_dir", files["validation"], "--mask_patch_size", "8",
+            "--mask_ratio", "0.6", "--per_device_eval_batch_size", 4], 18
+
+
 def multiple_choice_eval(files, model, out):
     return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
             "--max_seq_length", 32, "--per_device_eval_batch_size", 8], 37
@@ -94,7 +102,7 @@ EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "translation": tra
              "multiple_choice": multiple_choice_eval, "mlm": mlm_eval,
              "semantic_segmentation": semantic_segmentation_eval,
              "object_detection": object_detection_eval, "audio_classification": audio_classification_eval,
-             "wav2vec2_pretraining": wav2vec2_pretraining_eval}
+             "wav2vec2_pretraining": wav2vec2_pretraining_eval, "mim": mim_eval}
 # Files of predictions that must be identical (same lines, same order) on 1 and 2 processes.
 PREDICTION_FILES = {"qa": "predictions.json", "translation": "generated_predictions.txt",
                     "summarization": "generated_predictions.txt", "object_detection": "predictions.json"}

@@ -34,6 +34,7 @@ import pytest
 import test_run_audio_classification
 import test_run_clm
 import test_run_image_classification
+import test_run_mim
 import test_run_mlm
 import test_run_multiple_choice
 import test_run_ner
@@ -294,12 +295,28 @@ def wav2vec2_pretraining_setup(directory):
                                                           "validation": directory / "validation"}
 
 
+def mim_setup(directory):
+    test_run_mim.write_pattern_images(directory / "train", 64, seed=0)
+    test_run_mim.write_pattern_images(directory / "validation", 18, seed=1)
+
+    def command(out):
+        # A tiny ViT from a config (dropout 0.1: the RNG state must be restored too); every image's crop, flip and
+        # mask drawn per (seed, epoch, image): 64 images, 8 per batch, 8 steps per epoch, 3 epochs.
+        model = [a.replace("intermediate_size=64", "intermediate_size=64,hidden_dropout_prob=0.1")
+                 for a in test_run_mim.TINY]
+        return ["--train_dir", directory / "train", "--validation_dir", directory / "validation", *model,
+                *test_run_mim.COMMON, "--num_train_epochs", "3", "--checkpointing_steps", "5",
+                "--resume_from_checkpoint", "latest", "--output_dir", out]
+
+    return "run_mim.py", command, 5, {"train": directory / "train", "validation": directory / "validation"}
+
+
 SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": translation_setup,
           "summarization": summarization_setup, "image_classification": image_classification_setup,
           "multiple_choice": multiple_choice_setup, "mlm": mlm_setup,
           "semantic_segmentation": semantic_segmentation_setup,
           "object_detection": object_detection_setup, "audio_classification": audio_classification_setup,
-          "wav2vec2_pretraining": wav2vec2_pretraining_setup}
+          "wav2vec2_pretraining": wav2vec2_pretraining_setup, "mim": mim_setup}
 CHEAP = ()  # all in make test-all; make test keeps test_preemption.py (SIGTERM, run_glue)
 
 

@@ -15,12 +15,13 @@ from transformers import CLIPImageProcessorPil, ConvNextImageProcessorPil, ViTCo
 
 import run_image_classification as ric
 from common.tasks.config_overrides import parse_config_overrides
+from common.tasks.images import to_rgb
 from common.tasks.labels import align_labels, resolve_class_labels
 from conftest import SHARED_DATA
 
 
 def rgb_of(image):
-    return tuple(int(v) for v in np.asarray(ric.to_rgb(image))[0, 0])
+    return tuple(int(v) for v in np.asarray(to_rgb(image))[0, 0])
 
 
 def test_to_rgb_every_mode():
@@ -40,13 +41,13 @@ def test_to_rgb_every_mode():
     # 16-bit grey is scaled by 255/65535 (Pillow's own conversion would clip these to 255).
     sixteen = Image.fromarray(np.array([[65535, 32896], [257, 0]], dtype=np.uint16))
     assert sixteen.mode == "I;16"
-    assert np.asarray(ric.to_rgb(sixteen))[:, :, 0].tolist() == [[255, 128], [1, 0]]
+    assert np.asarray(to_rgb(sixteen))[:, :, 0].tolist() == [[255, 128], [1, 0]]
     assert rgb_of(Image.fromarray(np.full((2, 2), 65535, dtype=np.int32))) == (255, 255, 255)
     assert rgb_of(Image.fromarray(np.full((2, 2), 200, dtype=np.int32))) == (200, 200, 200)  # 8-bit range in "I"
     assert rgb_of(Image.fromarray(np.full((2, 2), 0.5, dtype=np.float32))) == (128, 128, 128)
     for mode in ("L", "LA", "P", "RGBA", "CMYK", "I;16", "I", "F", "YCbCr"):
-        assert ric.to_rgb(Image.new(mode, (5, 3))).mode == "RGB"
-        assert ric.to_rgb(Image.new(mode, (5, 3))).size == (5, 3)
+        assert to_rgb(Image.new(mode, (5, 3))).mode == "RGB"
+        assert to_rgb(Image.new(mode, (5, 3))).size == (5, 3)
 
 
 def png_bytes(image):

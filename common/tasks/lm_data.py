@@ -94,9 +94,10 @@ def token_loss_sums(logits, labels, shift):
     return sums, scored.sum(dim=1)
 
 
-def add_text_data_args(group):
+def add_text_data_args(group, streaming=True):
     """Adds the raw-text flags of the language-model scripts to an argparse group: --text_column_name,
-    --validation_split_percentage and --streaming (the data files themselves are `common.args` flags)."""
+    --validation_split_percentage and (unless `streaming` is False) --streaming; the data files themselves are
+    `common.args` flags."""
     group.add_argument(
         "--text_column_name",
         type=str,
@@ -109,6 +110,8 @@ def add_text_data_args(group):
         default=5,
         help="Without a validation split, hold out this percentage of the training rows (the first ones).",
     )
+    if not streaming:
+        return
     group.add_argument(
         "--streaming",
         action="store_true",
@@ -160,7 +163,7 @@ def load_text_datasets(args, keep_linebreaks=None):
     if args.dataset_name is not None:
         raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
     else:
-        train_file = None if args.streaming else args.train_file
+        train_file = None if getattr(args, "streaming", False) else args.train_file
         files = {"train": train_file, "validation": args.validation_file}
         extension = Path(train_file or args.validation_file).suffix.lstrip(".").lower()
         use_linebreaks = extension == "txt" and keep_linebreaks is not None

@@ -43,7 +43,8 @@ def write_files(directory, n_train=300, n_validation=45):
 def scratch_args(files, output_dir, *extra):
     return [
         "--model_type", "gpt2",
-        "--config_overrides", "n_embd=32,n_layer=2,n_head=2,n_positions=64",
+        # no dropout: a 2-process run (no shared dropout RNG) then ends with the 1-process weights
+        "--config_overrides", "n_embd=32,n_layer=2,n_head=2,n_positions=64,resid_pdrop=0,embd_pdrop=0,attn_pdrop=0",
         "--tokenizer_name", files["tokenizer"],
         "--train_file", files["train"], "--validation_file", files["validation"],
         "--block_size", BLOCK_SIZE, "--fim_rate", 0.5, "--fim_spm_rate", 0.5,

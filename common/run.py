@@ -135,11 +135,15 @@ DATA_AND_MODEL_SETTING_FLAGS = (
     "id2label", "label_names", "reduce_labels", "ignore_index", "mask_threshold", "resize_image_to_mask",
     "data_format", "keep_linebreaks", "line_by_line", "block_size", "max_length", "max_source_length",
     "max_target_length", "pad_to_max_length", "doc_stride", "label_all_tokens", "mlm_probability",
-    "whole_word_mask", "image_size", "encoder_stride", "random_resized_crop_scale", "random_resized_crop_ratio", "horizontal_flip",
+    "whole_word_mask", "image_size", "encoder_stride", "random_resized_crop_scale", "random_resized_crop_ratio",
+    "horizontal_flip",
     "augment", "label_smoothing", "label_smoothing_factor", "ignore_pad_token_for_loss",
     "tokenizer_name", "use_slow_tokenizer", "image_processor_name", "feature_extractor_name", "gguf_file",
     "ignore_mismatched_sizes", "train_tokenizer_vocab_size", "task_name", "version_2_with_negative",
     "group_by_length", "skip_corrupt_images",
+    # run_fim: which blocks are rearranged, how, and with which sentinel tokens (added to the vocabulary)
+    "fim_rate", "fim_spm_rate", "truncate_or_pad", "fim_prefix_token", "fim_middle_token", "fim_suffix_token",
+    "fim_pad_token",
     # the optimizer built: its state in the checkpoint belongs to it
     "optim", "backbone_learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon",
 )

@@ -20,8 +20,6 @@ cross-entropy over exactly the validation tokens, through the 🤗 evaluate modu
 
 import argparse
 from functools import partial
-from itertools import chain
-from pathlib import Path
 
 import torch
 from accelerate import Accelerator, DataLoaderConfiguration
@@ -38,8 +36,7 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from common.adapters import apply_peft
-from common.args import add_common_args, capped_length, model_max_length, positive_int, validate_common_args
-from common.data import load_data_files
+from common.args import add_common_args, model_max_length, positive_int, validate_common_args
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -54,15 +51,26 @@ from common.sampling import refuse_padding_flags
 from common.streaming import build_streaming_dataloader, check_streaming_args, plan_streaming_steps
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.gguf import mark_gguf_model_dense
-from common.tasks.lm_data import percentage, special_token_layout, split_validation, token_loss_sums
+from common.tasks.lm_data import (  # language-model data preparation, shared with run_mlm and run_fim
+    DEFAULT_BLOCK_SIZE,
+    add_text_data_args,
+    block_prefix,
+    check_blocks,  # noqa: F401 (run_clm.check_blocks, as before the move)
+    check_model_source_args,
+    group_texts,
+    load_text_datasets,
+    percentage,  # noqa: F401 (run_clm.percentage, as before the move)
+    resolve_block_size,
+    resolve_text_column,
+    token_loss_sums,
+    tokenize_into_blocks,
+)
 from common.tpu import tie_weights_on_xla
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
 
 MODEL_TYPES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
-# The default --block_size when none is given: long enough for most text, short enough for memory.
-DEFAULT_BLOCK_SIZE = 1024
 
 
 def parse_args(argv=None):
@@ -91,18 +99,7 @@ def parse_args(argv=None):
         "de-quantises it to a float32 model (needs the `gguf` package). Also used for the tokenizer and config "
         "unless --tokenizer_name/--config_name are given.",
     )
-    task.add_argument(
-        "--text_column_name",
-        type=str,
-        default=None,
-        help="Text column of .csv/.json/.jsonl files or the Hub dataset (default: 'text', or the only column).",
-    )
-    task.add_argument(
-        "--validation_split_percentage",
-        type=percentage,
-        default=5,
-        help="Without a validation split, hold out this percentage of the training examples (the first ones).",
-    )
+    add_text_data_args(task)  # --text_column_name, --validation_split_percentage, --streaming
     task.add_argument(
         "--block_size",
         type=positive_int,
@@ -119,13 +116,6 @@ def parse_args(argv=None):
     # The flag of the transformers example, kept so that its commands work unchanged.
     task.add_argument("--no_keep_linebreaks", dest="keep_linebreaks", action="store_false", help=argparse.SUPPRESS)
     task.add_argument(
-        "--streaming",
-        action="store_true",
-        help="Read --train_file (a path or a glob of .txt / JSON Lines shards, e.g. 'shards/*.txt') as a stream: "
-        "never loaded whole, each process reads its own share, blocks are packed on the fly. Needs "
-        "--max_train_steps and --validation_file (see common/streaming.py).",
-    )
-    task.add_argument(
         "--sample_prompt",
         type=str,
         default=None,
@@ -135,87 +125,31 @@ def parse_args(argv=None):
         "--sample_max_new_tokens", type=positive_int, default=30, help="Tokens generated for --sample_prompt."
     )
     args = parser.parse_args(argv)
-    if args.model_name_or_path is None and args.config_name is None and args.model_type is None:
-        parser.error("Give --model_name_or_path (a pretrained model) or --model_type/--config_name (from scratch).")
-    if args.model_name_or_path is None and args.tokenizer_name is None:
-        parser.error("A model built from scratch needs --tokenizer_name (train one with examples/train_tokenizer.py).")
-    if args.config_overrides is not None and args.model_name_or_path is not None:
-        parser.error("--config_overrides only applies to a model built from scratch, not to --model_name_or_path.")
-    if args.test_file is not None:
-        parser.error("--test_file is not used by run_clm.py; evaluation uses --validation_file.")
+    check_model_source_args(parser, args, "run_clm.py", "train one with examples/train_tokenizer.py")
     return args
 
 
 def load_raw_datasets(args):
-    """The Hub dataset (--dataset_name) or the local files, with a validation split.
-
-    Without a validation split, the first --validation_split_percentage % of the training examples
-    become the validation split (as `train[:5%]` / `train[5%:]` in the transformers example).
+    """The Hub dataset (--dataset_name) or the local files, with a validation split (the first
+    --validation_split_percentage % of the training rows without one); .txt files keep their line breaks unless
+    --no-keep_linebreaks (`common.tasks.lm_data.load_text_datasets`).
 
     Returns:
         `datasets.DatasetDict` with "validation" and (unless only --validation_file is given) "train".
     """
-    import datasets
-
-    if args.dataset_name is not None:
-        raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
-    else:
-        # With --streaming only the validation file is loaded here; the training shards are streamed.
-        train_file = None if args.streaming else args.train_file
-        files = {"train": train_file, "validation": args.validation_file}
-        extension = Path(train_file or args.validation_file).suffix.lstrip(".").lower()
-        kwargs = {"keep_linebreaks": args.keep_linebreaks} if extension == "txt" else {}
-        raw = load_data_files(files, **kwargs)
-    if "validation" not in raw:
-        raw["train"], raw["validation"] = split_validation(
-            raw["train"], args.validation_split_percentage, args.train_file or args.dataset_name
-        )
-    return raw
+    return load_text_datasets(args, keep_linebreaks=args.keep_linebreaks)
 
 
-def resolve_text_column(args, raw_datasets):
-    """The column holding the text: --text_column_name, else 'text', else the only column.
-
-    Raises:
-        ValueError: naming the file (or dataset) and the columns present when the column is missing
-            or cannot be guessed.
-    """
-    sources = {"train": args.train_file or args.dataset_name, "validation": args.validation_file or args.dataset_name}
-    for split, dataset in raw_datasets.items():
-        columns = dataset.column_names
-        if args.text_column_name is not None:
-            column = args.text_column_name
-        elif "text" in columns:
-            column = "text"
-        elif len(columns) == 1:
-            column = columns[0]
-        else:
-            raise ValueError(
-                f"{sources[split]} ({split}): no 'text' column and several columns {columns}; pass --text_column_name."
-            )
-        if column not in columns:
-            raise ValueError(f"{sources[split]} ({split}): no column '{column}'; the columns present are {columns}.")
-    return column
-
-
-def resolve_block_size(requested, tokenizer, config):
-    """The block size used: `requested` (or the default) capped by the model's maximum length.
-
-    The maximum length is the smaller of `tokenizer.model_max_length` (when set) and the config's
-    `max_position_embeddings` (GPT-2's `n_positions`), the longest sequence the position embeddings
-    cover (`common.args.model_max_length`). A `requested` size above it is capped, with a warning; without
-    a request the size is min(model maximum, 1024), as in the transformers example. Checks that involve
-    the block size (`check_blocks`) use the returned value.
+def preprocess(args, raw_datasets, tokenizer, text_column, block_size, accelerator):
+    """Tokenises the texts and groups them into blocks of exactly `block_size` tokens, each starting with the
+    tokenizer's <bos> if it has one (`common.tasks.lm_data.tokenize_into_blocks`; --max_train_samples /
+    --max_eval_samples count blocks).
 
     Returns:
-        int, the block size in tokens.
+        (train_dataset, eval_dataset); train_dataset is None without a training split. Rows:
+        input_ids, attention_mask, labels, each a list of `block_size` ints.
     """
-    model_max = model_max_length(tokenizer, config)
-    if requested is None:
-        block_size = min(DEFAULT_BLOCK_SIZE, model_max or DEFAULT_BLOCK_SIZE)
-        logger.info(f"--block_size not given: using {block_size} (model maximum {model_max}).")
-        return block_size
-    return capped_length("--block_size", requested, model_max, logger)
+    return tokenize_into_blocks(args, raw_datasets, tokenizer, text_column, block_size, accelerator)
 
 
 def check_sample_prompt(args, tokenizer, config):
@@ -239,132 +173,6 @@ def check_sample_prompt(args, tokenizer, config):
             f"({model_max}); the sample after training would fail. Shorten the prompt or lower "
             "--sample_max_new_tokens."
         )
-
-
-def group_texts(examples, block_size, prefix=()):
-    """Concatenates tokenised texts and cuts them into blocks of exactly `block_size` tokens, each starting with
-    the tokenizer's `prefix` (Llama's and Gemma's <bos>; nothing for GPT-2).
-
-    The texts are tokenised without special tokens and the prefix is put at the start of every block, not of
-    every text: the transformers example tokenises every line of a .txt file with its special tokens, so a
-    tokenizer that adds <bos> puts one inside the stream every line, a pattern the pretrained model never saw.
-    Measured on tinyshakespeare with Gemma-3-270m: the loss of the first 128 tokens is 3.33 nats with one <bos>
-    at the start, 7.10 with the example's 20 (one per line) (tests/unit/test_clm.py has the exact blocks).
-
-    The tail that does not fill a whole block is dropped (as in the transformers example; applied
-    per `datasets.map` batch of 1,000 examples, so at most block_size - 1 tokens per batch are lost).
-
-    Args:
-        examples: {column: list of token lists} (input_ids, attention_mask, ...), a `map` batch, tokenised with
-            `add_special_tokens=False`.
-        block_size: tokens per block, prefix included.
-        prefix: token ids that start every block (`common.tasks.lm_data.special_token_layout(tokenizer)[0]`).
-
-    Returns:
-        {column: list of blocks} plus "labels", a copy of "input_ids" (the model shifts them by one
-        position to predict each next token). The prefix has attention_mask 1 and 0 in any other column.
-    """
-    prefix = list(prefix)
-    content = block_size - len(prefix)
-    concatenated = {key: list(chain.from_iterable(values)) for key, values in examples.items()}
-    total_length = len(concatenated["input_ids"]) // content * content
-    head = {key: prefix if key == "input_ids" else [1 if key == "attention_mask" else 0] * len(prefix)
-            for key in concatenated}
-    result = {
-        key: [head[key] + tokens[i : i + content] for i in range(0, total_length, content)]
-        for key, tokens in concatenated.items()
-    }
-    result["labels"] = [list(block) for block in result["input_ids"]]
-    return result
-
-
-def block_prefix(tokenizer, block_size):
-    """The special tokens the tokenizer puts before a text (`common.tasks.lm_data.special_token_layout`), which
-    start every block. Its end-of-text suffix, if any, is not used: a block is a window of running text.
-
-    Raises:
-        ValueError: naming --block_size when the prefix leaves no room for text.
-    """
-    prefix, _ = special_token_layout(tokenizer)
-    if len(prefix) >= block_size:
-        raise ValueError(f"--block_size {block_size}: the tokenizer starts every block with {len(prefix)} special "
-                         "token(s), which leave no room for text; use a larger --block_size.")
-    return prefix
-
-
-def check_blocks(dataset, block_size, where):
-    """Raises unless `dataset` holds at least one block and every block has `block_size` tokens.
-
-    Raises:
-        ValueError: naming `where` (flag and file) when the text is shorter than one block, or a
-            block has another length.
-    """
-    if len(dataset) == 0:
-        raise ValueError(
-            f"{where}: the text is shorter than one block of --block_size {block_size} tokens; use more text or a "
-            "smaller --block_size."
-        )
-    lengths = {len(ids) for ids in dataset["input_ids"]} | {len(ids) for ids in dataset["labels"]}
-    if lengths != {block_size}:
-        raise ValueError(f"{where}: blocks of {sorted(lengths)} tokens, expected exactly {block_size}.")
-
-
-def preprocess(args, raw_datasets, tokenizer, text_column, block_size, accelerator):
-    """Tokenises the texts and groups them into blocks of exactly `block_size` tokens.
-
-    --max_train_samples / --max_eval_samples count blocks, not lines.
-
-    Returns:
-        (train_dataset, eval_dataset); train_dataset is None without a training split. Rows:
-        input_ids, attention_mask, labels, each a list of `block_size` ints.
-
-    Raises:
-        ValueError: naming the file and row when a text is not a string, or when a split is shorter
-            than one block.
-    """
-    sources = {"train": args.train_file or args.dataset_name, "validation": args.validation_file or args.dataset_name}
-
-    def tokenize(examples, indices, split):
-        texts = examples[text_column]
-        for index, text in zip(indices, texts):
-            if text is not None and not isinstance(text, str):
-                raise ValueError(
-                    f"{sources[split]} ({split}), row {index}: column '{text_column}' holds a {type(text).__name__}, "
-                    "expected a string."
-                )
-        # verbose=False: texts longer than the model's maximum are fine here, they are cut into blocks. No special
-        # tokens: `group_texts` starts every block with the tokenizer's prefix (<bos>) instead.
-        return tokenizer([text or "" for text in texts], verbose=False, add_special_tokens=False)
-
-    processed = {}
-    prefix = block_prefix(tokenizer, block_size)  # <bos> for Llama / Gemma tokenizers, nothing for GPT-2
-    # The main process tokenises first and writes the datasets cache; the others then read it.
-    with accelerator.main_process_first():
-        for split, dataset in raw_datasets.items():
-            tokenized = dataset.map(
-                tokenize,
-                batched=True,
-                with_indices=True,
-                fn_kwargs={"split": split},
-                num_proc=args.preprocessing_num_workers,
-                remove_columns=dataset.column_names,
-                load_from_cache_file=not args.overwrite_cache,
-                desc=f"Tokenizing {split}",
-            )
-            blocks = tokenized.map(
-                group_texts,
-                batched=True,
-                fn_kwargs={"block_size": block_size, "prefix": prefix},
-                num_proc=args.preprocessing_num_workers,
-                load_from_cache_file=not args.overwrite_cache,
-                desc=f"Grouping {split} into blocks of {block_size}",
-            )
-            limit = args.max_train_samples if split == "train" else args.max_eval_samples
-            if limit is not None:
-                blocks = blocks.select(range(min(limit, len(blocks))))
-            check_blocks(blocks, block_size, f"{sources[split]} ({split})")
-            processed[split] = blocks
-    return processed.get("train"), processed["validation"]
 
 
 def evaluate(model, dataloader, accelerator):

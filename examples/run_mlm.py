@@ -37,7 +37,6 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 
 from common.adapters import apply_peft
 from common.args import add_common_args, non_negative_int, positive_int, validate_common_args
-from common.data import load_data_files
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -51,7 +50,16 @@ from common.run import TrainingRun
 from common.sampling import example_lengths, padding_multiple
 from common.streaming import MAP_BATCH_SIZE, build_streaming_dataloader, check_streaming_args, plan_streaming_steps
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
-from common.tasks.lm_data import percentage, special_token_layout, split_validation, token_loss_sums
+from common.tasks.lm_data import (  # language-model data preparation, shared with run_clm and run_fim
+    add_text_data_args,
+    check_model_source_args,
+    check_texts,
+    load_text_datasets,
+    resolve_text_column,
+    special_token_layout,
+    split_sources,
+    token_loss_sums,
+)
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
@@ -102,18 +110,7 @@ def parse_args(argv=None):
         help="For a model built from scratch: comma-separated config settings, e.g. "
         "'hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024'.",
     )
-    task.add_argument(
-        "--text_column_name",
-        type=str,
-        default=None,
-        help="Text column of .csv/.json/.jsonl files or the Hub dataset (default: 'text', or the only column).",
-    )
-    task.add_argument(
-        "--validation_split_percentage",
-        type=percentage,
-        default=5,
-        help="Without a validation split, hold out this percentage of the training rows (the first ones).",
-    )
+    add_text_data_args(task)  # --text_column_name, --validation_split_percentage, --streaming
     task.add_argument(
         "--max_seq_length",
         type=positive_int,
@@ -147,72 +144,20 @@ def parse_args(argv=None):
         help="Seed of the evaluation masks: each validation example's masks depend on this seed and its index "
         "only, so the perplexity of a model is the same on every run, any --seed and any number of processes.",
     )
-    task.add_argument(
-        "--streaming",
-        action="store_true",
-        help="Read --train_file (a path or a glob of .txt / JSON Lines shards, e.g. 'shards/*.txt') as a stream: "
-        "never loaded whole, each process reads its own share, blocks are packed on the fly. Needs "
-        "--max_train_steps and --validation_file (see common/streaming.py).",
-    )
     args = parser.parse_args(argv)
-    if args.model_name_or_path is None and args.config_name is None and args.model_type is None:
-        parser.error("Give --model_name_or_path (a pretrained model) or --model_type/--config_name (from scratch).")
-    if args.model_name_or_path is None and args.tokenizer_name is None:
-        parser.error("A model built from scratch needs --tokenizer_name (a tokenizer with a mask token).")
-    if args.config_overrides is not None and args.model_name_or_path is not None:
-        parser.error("--config_overrides only applies to a model built from scratch, not to --model_name_or_path.")
-    if args.test_file is not None:
-        parser.error("--test_file is not used by run_mlm.py; evaluation uses --validation_file.")
+    check_model_source_args(parser, args, "run_mlm.py", "a tokenizer with a mask token")
     return args
 
 
 def load_raw_datasets(args):
-    """The Hub dataset (--dataset_name) or the local files, with a validation split.
-
-    Without a validation split, the first --validation_split_percentage % of the training rows become
-    the validation split (as `train[:5%]` / `train[5%:]` in the transformers example).
+    """The Hub dataset (--dataset_name) or the local files (.txt lines without their line breaks), with a
+    validation split (the first --validation_split_percentage % of the training rows without one;
+    `common.tasks.lm_data.load_text_datasets`).
 
     Returns:
         `datasets.DatasetDict` with "validation" and (unless only --validation_file is given) "train".
     """
-    import datasets
-
-    if args.dataset_name is not None:
-        raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
-    else:
-        # With --streaming only the validation file is loaded here; the training shards are streamed.
-        train_file = None if args.streaming else args.train_file
-        raw = load_data_files({"train": train_file, "validation": args.validation_file})
-    if "validation" not in raw:
-        raw["train"], raw["validation"] = split_validation(
-            raw["train"], args.validation_split_percentage, args.train_file or args.dataset_name
-        )
-    return raw
-
-
-def resolve_text_column(args, raw_datasets):
-    """The column holding the text: --text_column_name, else 'text', else the only column.
-
-    Raises:
-        ValueError: naming the file (or dataset) and the columns present when the column is missing
-            or cannot be guessed.
-    """
-    sources = {"train": args.train_file or args.dataset_name, "validation": args.validation_file or args.dataset_name}
-    for split, dataset in raw_datasets.items():
-        columns = dataset.column_names
-        if args.text_column_name is not None:
-            column = args.text_column_name
-        elif "text" in columns:
-            column = "text"
-        elif len(columns) == 1:
-            column = columns[0]
-        else:
-            raise ValueError(
-                f"{sources[split]} ({split}): no 'text' column and several columns {columns}; pass --text_column_name."
-            )
-        if column not in columns:
-            raise ValueError(f"{sources[split]} ({split}): no column '{column}'; the columns present are {columns}.")
-    return column
+    return load_text_datasets(args)
 
 
 def model_max_positions(config):
@@ -333,12 +278,7 @@ def make_tokenize_function(tokenizer, text_column, max_seq_length, line_by_line,
 
     def tokenize(examples, indices, split):
         texts = examples[text_column]
-        for index, text in zip(indices, texts):
-            if text is not None and not isinstance(text, str):
-                raise ValueError(
-                    f"{sources[split]} ({split}), row {index}: column '{text_column}' holds a {type(text).__name__}, "
-                    "expected a string."
-                )
+        check_texts(texts, indices, text_column, sources[split], split)
         if line_by_line:  # blank lines are no examples; long lines are truncated
             texts = [text for text in texts if text and not text.isspace()]
             encoding = tokenizer(texts, truncation=True, max_length=max_seq_length, return_special_tokens_mask=True,
@@ -370,7 +310,7 @@ def preprocess(args, raw_datasets, tokenizer, text_column, max_seq_length, accel
     Raises:
         ValueError: naming the file and row when a text is not a string, or a split holds no token of text.
     """
-    sources = {"train": args.train_file or args.dataset_name, "validation": args.validation_file or args.dataset_name}
+    sources = split_sources(args)
     line_by_line = args.line_by_line
     prefix, suffix = special_token_layout(tokenizer)
     tokenize = make_tokenize_function(tokenizer, text_column, max_seq_length, line_by_line, args.whole_word_mask,

@@ -12,8 +12,9 @@ a task's long readers and metrics that a reader adapting its script need not see
 - `common.tasks.labels`: class ids for the data's labels, agreed with a checkpoint's own `label2id`
   (run_glue, run_ner, run_image_classification, run_audio_classification), and the class names of a
   single-label set (`resolve_class_labels`).
-- `common.tasks.lm_data`: language-model data preparation: the validation split held out of the training rows,
-  where a tokenizer puts its special tokens (run_clm, run_mlm, run_sft).
+- `common.tasks.lm_data`: language-model data preparation: raw text from the Hub or .txt / .csv / .json(l) files,
+  the validation split held out of the training rows, the text column, tokenising and grouping into blocks, where a
+  tokenizer puts its special tokens (run_clm, run_mlm, run_fim, run_sft).
 - `common.tasks.predictions`: prediction files, one writer per layout (class labels, CoNLL tags, SQuAD JSON,
   generated text).
 - `common.tasks.rouge`: ROUGE of generated texts and the lead-3 baseline (run_summarization, run_sft).

@@ -84,6 +84,14 @@ def mlm_eval(files, model, out):
             "--max_seq_length", 32, "--per_device_eval_batch_size", 8], None
 
 
+def fim_eval(files, model, out):
+    # The saved tokenizer has the FIM tokens (nothing added); validation blocks of 32 tokens, 8 per batch, each
+    # rearranged from its own seed (--eval_fim_seed); 13 files infilled, shared among the processes.
+    return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
+            "--block_size", 32, "--per_device_eval_batch_size", 8, "--infill_eval_samples", 13,
+            "--infill_max_new_tokens", 6], None
+
+
 def semantic_segmentation_eval(files, model, out):
     # The classes come from the validation masks (0, 1, 2), as the trained model named them; 21 masks of sizes
     # 24-48 px, each scored at its own size.
@@ -102,10 +110,11 @@ EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "translation": tra
              "multiple_choice": multiple_choice_eval, "mlm": mlm_eval,
              "semantic_segmentation": semantic_segmentation_eval,
              "object_detection": object_detection_eval, "audio_classification": audio_classification_eval,
-             "wav2vec2_pretraining": wav2vec2_pretraining_eval, "mim": mim_eval}
+             "wav2vec2_pretraining": wav2vec2_pretraining_eval, "mim": mim_eval, "fim": fim_eval}
 # Files of predictions that must be identical (same lines, same order) on 1 and 2 processes.
 PREDICTION_FILES = {"qa": "predictions.json", "translation": "generated_predictions.txt",
-                    "summarization": "generated_predictions.txt", "object_detection": "predictions.json"}
+                    "summarization": "generated_predictions.txt", "object_detection": "predictions.json",
+                    "fim": "infill_predictions.jsonl"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in CHEAP else pytest.mark.slow) for n in SETUPS])
@@ -145,6 +154,8 @@ def test_evaluation_only_identical_on_1_and_2_processes(name, tmp_path):
             assert len(json.loads(a)) == 37
         elif name == "object_detection":
             assert {d["image_id"] for d in json.loads(a)} == set(range(100, 130))
+        elif name == "fim":
+            assert len(a.splitlines()) == one["eval_infill_samples"] == 13
         else:
             assert len(a.splitlines()) == 37
     print(f"{name}: {expected_samples} examples, eval batch {batch}/process; 1 and 2 processes: "

@@ -33,6 +33,7 @@ import signal
 import pytest
 import test_run_audio_classification
 import test_run_clm
+import test_run_fim
 import test_run_image_classification
 import test_run_mim
 import test_run_mlm
@@ -229,6 +230,19 @@ def mlm_setup(directory):
     return "run_mlm.py", command, 5, corpus
 
 
+def fim_setup(directory):
+    files = test_run_fim.write_files(directory)
+
+    def command(out):
+        # A tiny GPT-2 from scratch, 300 four-line files in blocks of 32 tokens (half rearranged PSM / SPM), 4 per
+        # batch: about 33 steps per epoch, 2 epochs; each block's FIM draw is a function of (seed, epoch, block), so
+        # the resumed part trains on the blocks of the uninterrupted run.
+        return test_run_fim.scratch_args(files, out, "--checkpointing_steps", 10, "--infill_eval_samples", 12,
+                                         "--infill_max_new_tokens", 6, "--resume_from_checkpoint", "latest")
+
+    return "run_fim.py", command, 10, files
+
+
 def semantic_segmentation_setup(directory):
     seg = test_run_semantic_segmentation
     data = {"train": seg.write_pairs(directory / "train", 48, seed=0),
@@ -316,7 +330,7 @@ SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": tra
           "multiple_choice": multiple_choice_setup, "mlm": mlm_setup,
           "semantic_segmentation": semantic_segmentation_setup,
           "object_detection": object_detection_setup, "audio_classification": audio_classification_setup,
-          "wav2vec2_pretraining": wav2vec2_pretraining_setup, "mim": mim_setup}
+          "wav2vec2_pretraining": wav2vec2_pretraining_setup, "mim": mim_setup, "fim": fim_setup}
 CHEAP = ()  # all in make test-all; make test keeps test_preemption.py (SIGTERM, run_glue)
 
 

@@ -378,6 +378,7 @@ NOT_RUN_SETTINGS = {
     "do_predict", "eval_mask_seed", "num_beams", "val_max_target_length", "max_new_tokens", "num_eval_samples",
     "generation_metric", "sample_prompt", "sample_max_new_tokens", "max_answer_length", "n_best_size",
     "null_score_diff_threshold", "return_entity_level_metrics",
+    "eval_fim_seed", "infill_eval_samples", "infill_max_lines", "infill_max_new_tokens",
     # issue 36's evaluation and stopping flags (when they land)
     "eval_steps", "early_stopping_patience", "early_stopping_threshold", "metric_for_best_model",
     "greater_is_better", "load_best_model_at_end",

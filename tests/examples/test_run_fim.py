@@ -1,0 +1,144 @@
+"""End-to-end tests of examples/run_fim.py, launched with `accelerate launch` as a user would, offline: a tiny GPT-2
+(2 layers, 32 wide) trained from scratch with a byte-level BPE tokenizer that lacks the FIM tokens (the script adds
+them), on small learnable "files" made here: 'start / x = A / y = B / end A B', whose inner lines the suffix
+determines (a left-to-right model can only guess them)."""
+
+import json
+import random
+import shutil
+
+import pytest
+import torch
+import train_tokenizer
+
+from conftest import launch, read_results
+
+BLOCK_SIZE = 32
+WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
+FIM_TOKENS = ["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"]
+
+
+def code_file(rng):
+    """One 'file' of four lines; its two inner lines are fixed by the last one."""
+    a, b = rng.choice(WORDS), rng.choice(WORDS)
+    return f"start\nx = {a}\ny = {b}\nend {a} {b}\n"
+
+
+def write_files(directory, n_train=300, n_validation=45):
+    """train.jsonl / validation.jsonl (one row per file, as examples/source_files_to_jsonl.py writes) and a
+    tokenizer trained on the training files."""
+    paths = {}
+    for split, n, seed in (("train", n_train, 0), ("validation", n_validation, 1)):
+        rng = random.Random(seed)
+        paths[split] = directory / f"{split}.jsonl"
+        paths[split].write_text("".join(json.dumps({"path": f"f{i}.py", "text": code_file(rng)}) + "\n"
+                                        for i in range(n)))
+    rng = random.Random(0)
+    train_tokenizer.train_byte_level_bpe([code_file(rng) for _ in range(n_train)], vocab_size=300,
+                                         model_max_length=128, output_dir=directory / "tokenizer")
+    paths["tokenizer"] = directory / "tokenizer"
+    return paths
+
+
+def scratch_args(files, output_dir, *extra):
+    return [
+        "--model_type", "gpt2",
+        # no dropout: a 2-process run (no shared dropout RNG) then ends with the 1-process weights
+        "--config_overrides", "n_embd=32,n_layer=2,n_head=2,n_positions=64,resid_pdrop=0,embd_pdrop=0,attn_pdrop=0",
+        "--tokenizer_name", files["tokenizer"],
+        "--train_file", files["train"], "--validation_file", files["validation"],
+        "--block_size", BLOCK_SIZE, "--fim_rate", 0.5, "--fim_spm_rate", 0.5,
+        "--per_device_train_batch_size", 4, "--per_device_eval_batch_size", 8,
+        "--learning_rate", 5e-3, "--num_train_epochs", 2, "--seed", 0,
+        "--output_dir", output_dir, *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return write_files(tmp_path_factory.mktemp("fim_data"))
+
+
+@pytest.fixture(scope="module")
+def trained(files, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("fim_1proc")
+    run = launch("run_fim.py", scratch_args(files, output_dir, "--checkpointing_steps", 10,
+                                            "--infill_eval_samples", 12, "--infill_max_new_tokens", 6))
+    return output_dir, read_results(output_dir), run.stdout
+
+
+def test_fim_tokens_added_training_learns_and_infilling_is_scored(trained, files):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    output_dir, results, stdout = trained
+    assert results["fim_tokens_added"] == FIM_TOKENS
+    assert "FIM tokens added to the tokenizer (and the embedding matrix): <fim_prefix>" in stdout
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)  # saved with the four tokens, each one id
+    assert all(len(tokenizer(token, add_special_tokens=False)["input_ids"]) == 1 for token in FIM_TOKENS)
+    model = AutoModelForCausalLM.from_pretrained(output_dir)
+    rows = model.get_input_embeddings().weight.shape[0]
+    assert rows >= len(tokenizer) and rows % 8 == 0  # rounded up to a multiple of 8 on CPU
+    # A random init scores the middle tokens near uniform over ~300 tokens; 2 epochs bring it far below (measured
+    # about 4), and below the unigram level of this text (its 8 names alone: 8).
+    assert results["eval_perplexity"] < 12
+    assert results["eval_l2r_middle_perplexity"] < 30
+    assert results["train_padding_fraction"] == 0.0  # --truncate_or_pad: every block is BLOCK_SIZE tokens
+    assert results["block_size"] == BLOCK_SIZE and results["eval_samples"] > 0
+    history = [json.loads(line) for line in (output_dir / "eval_history.jsonl").read_text().splitlines()]
+    assert history[-1]["eval_loss"] < history[0]["eval_loss"] + 1e-9
+    predictions = [json.loads(line) for line in (output_dir / "infill_predictions.jsonl").read_text().splitlines()]
+    assert results["eval_infill_samples"] == len(predictions) == 12
+    assert results["eval_infill_exact_match"] == pytest.approx(100 * sum(p["fim_exact"] for p in predictions) / 12)
+    assert all(p["middle"] in code_file_lines(files, p["row"]) for p in predictions)
+
+
+def code_file_lines(files, row):
+    text = json.loads(files["validation"].read_text().splitlines()[row])["text"]
+    return text.splitlines(keepends=True)[1:3]
+
+
+@pytest.mark.slow  # 1 launch on 2 processes
+def test_two_processes_see_the_same_rearranged_blocks(trained, files, tmp_path):
+    # Batches of 2 per process keep the single-process run's 4 blocks per optimizer step; the blocks' FIM draws
+    # depend on (seed, epoch, index) only, so both runs train on the same examples and end with the same weights
+    # (up to float summation order).
+    _, one, _ = trained
+    launch("run_fim.py", scratch_args(files, tmp_path, "--per_device_train_batch_size", 2,
+                                      "--infill_eval_samples", 12, "--infill_max_new_tokens", 6), num_processes=2)
+    two = read_results(tmp_path)
+    assert two["train_samples"] == one["train_samples"] and two["eval_samples"] == one["eval_samples"]
+    assert two["eval_loss"] == pytest.approx(one["eval_loss"], rel=1e-3)
+    assert two["eval_l2r_middle_loss"] == pytest.approx(one["eval_l2r_middle_loss"], rel=1e-3)
+    assert two["eval_infill_samples"] == 12
+
+
+@pytest.mark.slow  # 1 launch
+def test_resume_from_step_checkpoint_equals_uninterrupted_run(trained, files, tmp_path):
+    from safetensors.torch import load_file
+
+    output_dir, results, _ = trained
+    shutil.copytree(output_dir / "step_10", tmp_path / "resumed" / "step_10")
+    launch("run_fim.py", scratch_args(files, tmp_path / "resumed", "--checkpointing_steps", 10,
+                                      "--infill_eval_samples", 12, "--infill_max_new_tokens", 6,
+                                      "--resume_from_checkpoint", "latest"))
+    expected, actual = load_file(str(output_dir / "model.safetensors")), load_file(
+        str(tmp_path / "resumed" / "model.safetensors"))
+    for name in expected:
+        assert torch.equal(expected[name], actual[name]), name
+    assert read_results(tmp_path / "resumed")["eval_loss"] == results["eval_loss"]
+
+
+@pytest.mark.slow  # 1 launch
+def test_existing_fim_tokens_are_reused_and_the_plain_rate_0_run_trains(files, tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(files["tokenizer"])
+    tokenizer.add_special_tokens({"additional_special_tokens": FIM_TOKENS})
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    args = scratch_args({**files, "tokenizer": tmp_path / "tokenizer"}, tmp_path / "out", "--fim_rate", 0)
+    run = launch("run_fim.py", args)
+    results = read_results(tmp_path / "out")
+    assert results["fim_tokens_added"] == []
+    assert "FIM tokens reused from the tokenizer: <fim_prefix>, <fim_middle>, <fim_suffix>, <fim_pad>" in run.stdout
+    # Trained left to right only, the model reads the middles better without the rearrangement it never saw.
+    assert results["eval_l2r_middle_perplexity"] < results["eval_perplexity"]

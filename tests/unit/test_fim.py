@@ -1,0 +1,202 @@
+"""Unit tests of examples/run_fim.py's FIM transformation, per-block seeding, collator, infilling cases and FIM-token
+handling, and of examples/source_files_to_jsonl.py, on hand-made inputs with hand-computed answers."""
+
+import argparse
+import json
+import types
+
+import datasets
+import numpy as np
+import pytest
+import run_fim
+import source_files_to_jsonl
+import train_tokenizer
+
+P, M, S, PAD = 1, 2, 3, 4
+IDS = {"prefix": P, "middle": M, "suffix": S, "pad": PAD}
+TOKENS = [10, 11, 12, 13, 14, 15, 16, 17]
+
+
+# ---------------------------------------------------------------- the rearrangement, by hand
+def test_psm_without_truncation_keeps_every_token():
+    # prefix 10 11 | middle 12 13 14 | suffix 15 16 17
+    ids, middle = run_fim.fim_rearrange(TOKENS, 2, 5, False, IDS, truncate_or_pad=False)
+    assert ids == [P, 10, 11, S, 15, 16, 17, M, 12, 13, 14]
+    assert middle == [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1]
+
+
+def test_psm_and_spm_with_truncation_cut_the_sentinels_room_off_the_suffix():
+    ids, middle = run_fim.fim_rearrange(TOKENS, 2, 5, False, IDS, truncate_or_pad=True)
+    assert ids == [P, 10, 11, S, M, 12, 13, 14] and middle == [0, 0, 0, 0, 0, 1, 1, 1]
+    # SPM: <pre> <suf> suffix <mid> prefix middle (the suffix, 3 tokens, is cut away whole)
+    ids, middle = run_fim.fim_rearrange(TOKENS, 2, 5, True, IDS, truncate_or_pad=True)
+    assert ids == [P, S, M, 10, 11, 12, 13, 14] and middle == [0, 0, 0, 0, 0, 1, 1, 1]
+    ids, _ = run_fim.fim_rearrange(TOKENS, 1, 3, True, IDS, truncate_or_pad=False)
+    assert ids == [P, S, 13, 14, 15, 16, 17, M, 10, 11, 12]
+
+
+def test_a_suffix_shorter_than_the_sentinels_cuts_the_middle_end():
+    # prefix 10..14 | middle 15 16 | suffix 17: the suffix goes, then 2 more tokens off the end (the middle)
+    ids, middle = run_fim.fim_rearrange(TOKENS, 5, 7, False, IDS, truncate_or_pad=True)
+    assert ids == [P, 10, 11, 12, 13, 14, S, M] and middle == [0] * 8
+    # an empty middle
+    ids, middle = run_fim.fim_rearrange(TOKENS, 3, 3, False, IDS, truncate_or_pad=False)
+    assert ids == [P, 10, 11, 12, S, 13, 14, 15, 16, 17, M] and sum(middle) == 0
+
+
+def test_draw_fim_rates_and_bounds():
+    rng = np.random.default_rng(0)
+    assert all(run_fim.draw_fim(rng, 8, 0.0, 0.5) is None for _ in range(50))
+    draws = [run_fim.draw_fim(rng, 8, 1.0, 0.0) for _ in range(200)]
+    assert all(0 <= start <= end <= 8 and not spm for start, end, spm in draws)
+    assert all(run_fim.draw_fim(rng, 8, 1.0, 1.0)[2] for _ in range(50))
+    share = np.mean([run_fim.draw_fim(rng, 8, 0.3, 0.5) is not None for _ in range(4000)])
+    assert 0.27 < share < 0.33
+    # the draw is a function of the seed alone
+    assert run_fim.draw_fim(np.random.default_rng([0, 1, 2, 3]), 100, 0.5, 0.5) == \
+        run_fim.draw_fim(np.random.default_rng([0, 1, 2, 3]), 100, 0.5, 0.5)
+
+
+# ---------------------------------------------------------------- seeded blocks
+def blocks(prefix=()):
+    return datasets.Dataset.from_dict({"input_ids": [list(prefix) + [20 + 10 * b + i for i in range(8)]
+                                                     for b in range(40)]})
+
+
+def fim_blocks(stream, **kwargs):
+    options = {"fim_rate": 0.5, "spm_rate": 0.5, "ids": IDS, "truncate_or_pad": True, "prefix": [], **kwargs}
+    return run_fim.FimBlocks(blocks(options["prefix"]), 7, stream, **options)
+
+
+def test_training_draws_depend_on_seed_epoch_and_index_only():
+    first, again = fim_blocks(run_fim.TRAIN_FIM_STREAM), fim_blocks(run_fim.TRAIN_FIM_STREAM)
+    rows = [first[i] for i in range(40)]
+    assert [again[i] for i in reversed(range(40))] == rows[::-1]  # any order of access
+    rearranged = sum(row["input_ids"][0] == P for row in rows)
+    assert 8 < rearranged < 32  # about half at --fim_rate 0.5
+    assert all(len(row["input_ids"]) == 8 and row["labels"] == row["input_ids"] for row in rows)
+    again.set_epoch(1)
+    assert [again[i] for i in range(40)] != rows  # new draws every epoch
+    evaluation = fim_blocks(run_fim.EVAL_FIM_STREAM, fim_rate=1.0, score="middle")
+    before = [evaluation[i] for i in range(40)]
+    evaluation.set_epoch(3)
+    assert [evaluation[i] for i in range(40)] == before  # evaluation draws never change
+
+
+def test_middle_scoring_and_left_to_right_label_the_same_tokens_behind_a_bos():
+    fim = fim_blocks(run_fim.EVAL_FIM_STREAM, fim_rate=1.0, score="middle", prefix=[0], truncate_or_pad=False)
+    l2r = fim_blocks(run_fim.EVAL_FIM_STREAM, fim_rate=1.0, score="middle", prefix=[0], truncate_or_pad=False,
+                     left_to_right=True)
+    for i in range(40):
+        row, plain = fim[i], l2r[i]
+        assert row["input_ids"][:2] == [0, P] and len(row["input_ids"]) == 1 + 8 + 3
+        assert plain["input_ids"] == blocks([0])[i]["input_ids"]
+        # the same middle tokens, in the same order, are the labels of both
+        assert [t for t in row["labels"] if t != -100] == [t for t in plain["labels"] if t != -100]
+        scored = [t for t in row["labels"] if t != -100]
+        assert row["input_ids"][len(row["input_ids"]) - len(scored):] == scored  # the middle ends the block
+
+
+def test_collator_pads_with_the_fim_pad_token():
+    collator = run_fim.FimCollator(PAD, pad_to_multiple_of=4)
+    batch = collator([{"input_ids": [5, 6, 7], "labels": [5, 6, 7]}, {"input_ids": [5], "labels": [-100]}])
+    assert batch["input_ids"].tolist() == [[5, 6, 7, PAD], [5, PAD, PAD, PAD]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 0], [1, 0, 0, 0]]
+    assert batch["labels"].tolist() == [[5, 6, 7, -100], [-100, -100, -100, -100]]
+    assert run_fim.FimCollator(PAD, pad_to_length=6)([{"input_ids": [5], "labels": [5]}])["input_ids"].shape == (1, 6)
+
+
+# ---------------------------------------------------------------- infilling
+def test_infill_case_cuts_whole_inner_lines():
+    text = "def f():\n    x = 1\n\n    return x\n"
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        prefix, middle, suffix = run_fim.infill_case(text, rng, max_lines=2)
+        assert prefix + middle + suffix == text
+        assert middle in ("    x = 1\n", "    x = 1\n\n") and prefix == "def f():\n"  # line 2 is blank, 3 is last
+    assert run_fim.infill_case("one\ntwo\n", rng, 1) is None
+    assert run_fim.normalise_whitespace("  return   x\n\n") == "return x"
+    assert run_fim.first_lines("a\nb\nc", 2) == "a\nb\n"
+
+
+# ---------------------------------------------------------------- FIM tokens
+@pytest.fixture(scope="module")
+def code_tokenizer(tmp_path_factory):
+    from accelerate import PartialState
+
+    PartialState(cpu=True)  # run_fim logs through accelerate's logger
+    lines = [f"def f{i}(x):\n    return x + {i}\n" for i in range(50)]
+    return train_tokenizer.train_byte_level_bpe(lines, vocab_size=300, model_max_length=64,
+                                                output_dir=tmp_path_factory.mktemp("tok"))
+
+
+def token_args(**overrides):
+    values = {"fim_prefix_token": "<fim_prefix>", "fim_middle_token": "<fim_middle>",
+              "fim_suffix_token": "<fim_suffix>", "fim_pad_token": "<fim_pad>", **overrides}
+    return types.SimpleNamespace(**values)
+
+
+def test_missing_fim_tokens_are_added_and_present_ones_reused(code_tokenizer):
+    import copy
+
+    tokenizer = copy.deepcopy(code_tokenizer)
+    size = len(tokenizer)
+    ids, added = run_fim.resolve_fim_token_ids(token_args(), tokenizer)
+    assert added == ["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"]
+    assert sorted(ids.values()) == list(range(size, size + 4)) and len(tokenizer) == size + 4
+    # a tokenizer that has them (as StarCoder's): reused, nothing added
+    again, added = run_fim.resolve_fim_token_ids(token_args(), tokenizer)
+    assert again == ids and added == [] and len(tokenizer) == size + 4
+    # the end-of-text token may serve as the pad token
+    args = token_args(fim_pad_token="<|endoftext|>")
+    ids, added = run_fim.resolve_fim_token_ids(args, copy.deepcopy(code_tokenizer))
+    assert ids["pad"] == code_tokenizer.convert_tokens_to_ids("<|endoftext|>") and "<|endoftext|>" not in added
+
+
+def test_bad_fim_tokens_are_refused_before_training(code_tokenizer):
+    import copy
+
+    assert "def" in code_tokenizer.get_vocab()
+    with pytest.raises(ValueError, match=r"--fim_middle_token 'def' is an ordinary token of the tokenizer's vocab"):
+        run_fim.resolve_fim_token_ids(token_args(fim_middle_token="def"), copy.deepcopy(code_tokenizer))
+    with pytest.raises(ValueError, match=r"--fim_pad_token '': the tokenizer encodes it as 0 ids \[\]; a FIM token "
+                                         r"must be exactly one id"):
+        run_fim.resolve_fim_token_ids(token_args(fim_pad_token=""), copy.deepcopy(code_tokenizer))
+    with pytest.raises(ValueError, match="The four FIM tokens must differ"):
+        run_fim.resolve_fim_token_ids(token_args(fim_pad_token="<fim_prefix>"), copy.deepcopy(code_tokenizer))
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "half"])
+def test_fim_rates_outside_0_1_are_refused(value, capsys):
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a rate from 0 to 1"):
+        run_fim.rate(value)
+    with pytest.raises(SystemExit):
+        run_fim.parse_args(["--model_type", "gpt2", "--tokenizer_name", "t", "--train_file", "a.txt",
+                            "--output_dir", "o", "--fim_rate", value])
+    expected = repr(value) if value == "half" else str(float(value))
+    assert f"argument --fim_rate: expected a rate from 0 to 1, got {expected}" in capsys.readouterr().err
+    assert run_fim.rate("0") == 0.0 and run_fim.rate("1") == 1.0
+
+
+# ---------------------------------------------------------------- source files -> JSON Lines
+def test_source_files_split_by_file(tmp_path):
+    source = tmp_path / "src"
+    (source / "pkg" / "test").mkdir(parents=True)
+    for i in range(6):
+        (source / "pkg" / f"m{i}.py").write_text(f"x = {i}\n")
+    (source / "pkg" / "test" / "t.py").write_text("assert 1\n")
+    (source / "latin.py").write_bytes(b"s = '\xe9'\n")
+    (source / "empty.py").write_text("\n")
+    counts = source_files_to_jsonl.main(["--source_dir", str(source), "--validation_files", "2", "--seed", "3",
+                                         "--output_dir", str(tmp_path / "out")])
+    assert counts == {"train": 4, "validation": 2}
+    rows = {split: [json.loads(line) for line in (tmp_path / "out" / f"{split}.jsonl").read_text().splitlines()]
+            for split in ("train", "validation")}
+    paths = [row["path"] for split in rows.values() for row in split]
+    assert sorted(paths) == [f"pkg/m{i}.py" for i in range(6)]  # test/, non-UTF-8 and empty files left out
+    assert all(row["text"] == f"x = {row['path'][5]}\n" for split in rows.values() for row in split)
+    again = source_files_to_jsonl.split_by_file([{"path": str(i)} for i in range(6)], 2, 3)
+    # seeded: the same draw on the same number of rows (here the 6 read files in path order)
+    assert [f"pkg/m{row['path']}.py" for row in again[1]] == [row["path"] for row in rows["validation"]]
+    with pytest.raises(ValueError, match="--validation_files 6: only 6 files were read"):
+        source_files_to_jsonl.split_by_file([{"path": str(i)} for i in range(6)], 6, 0)

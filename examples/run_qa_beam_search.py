@@ -103,6 +103,9 @@ def load_model_and_tokenizer(args):
             "tokenizer is available; extractive question answering needs a fast tokenizer (character offsets)."
         )
     model = XLNetForQuestionAnswering.from_pretrained(args.model_name_or_path, config=config)
+    # `mask_emb` serves only pretraining (two-stream attention): frozen, as it gets no gradient here and DDP on 2+
+    # processes would wait for one.
+    model.transformer.mask_emb.requires_grad_(False)
     return model, tokenizer
 
 

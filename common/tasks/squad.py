@@ -398,7 +398,8 @@ def check_answers(dataset, split, args, where=None):
 
 
 
-def _tokenize(examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column, context_column):
+def _tokenize(examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column, context_column,
+              token_type_ids=None):
     """Tokenises (question, context) pairs into overlapping features. The question comes first when
     the tokenizer pads on the right (BERT), second when it pads on the left (XLNet); only the context
     is truncated."""
@@ -413,6 +414,7 @@ def _tokenize(examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length
         return_overflowing_tokens=True,
         return_offsets_mapping=True,
         padding="max_length" if pad_to_max_length else False,
+        return_token_type_ids=token_type_ids,  # None: the tokenizer's default
     )
     # A question that leaves no more than `doc_stride` tokens for a context that must be split makes the
     # Rust tokenizer panic (a BaseException, not an Exception): find such questions first.
@@ -469,8 +471,9 @@ def prepare_train_features(examples, tokenizer, max_seq_length=384, doc_stride=1
             `answer_column` ({"text": [...], "answer_start": [...]}, character offsets).
         tokenizer: a fast tokenizer (offsets and `sequence_ids` are needed).
         p_mask: also the inputs of XLNet's beam-search head (`XLNetForQuestionAnswering`): `p_mask` (see
-            `answer_mask`), `cls_index`, and `is_impossible` (1.0 for a feature labelled with the CLS token,
-            else 0.0).
+            `answer_mask`), `cls_index`, `is_impossible` (1.0 for a feature labelled with the CLS token, else 0.0),
+            and `token_type_ids` (XLNet's segment ids, which transformers 5's XLNet tokenizer leaves out by
+            default: without them its segment encoding gets no input and no gradient).
 
     Returns:
         dict of lists, one entry per feature: input_ids, attention_mask (token_type_ids),
@@ -480,9 +483,8 @@ def prepare_train_features(examples, tokenizer, max_seq_length=384, doc_stride=1
     Raises:
         ValueError: naming question ids that leave no room for the context (see `_tokenize`).
     """
-    tokenized = _tokenize(
-        examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column, context_column
-    )
+    tokenized = _tokenize(examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column,
+                          context_column, token_type_ids=True if p_mask else None)
     context_index = 1 if tokenizer.padding_side == "right" else 0
     sample_mapping = tokenized.pop("overflow_to_sample_mapping")
     offset_mapping = tokenized.pop("offset_mapping")
@@ -527,11 +529,10 @@ def prepare_validation_features(examples, tokenizer, max_seq_length=384, doc_str
         dict of lists, one entry per feature: input_ids, attention_mask (token_type_ids),
         example_id (the question id), offset_mapping ((start, end) character offsets into the context
         for context tokens, None for question, special and padding tokens), cls_index; with `p_mask`
-        also p_mask (`answer_mask`: XLNet's beam-search head ranks context tokens only).
+        also p_mask (`answer_mask`: XLNet's beam-search head ranks context tokens only) and token_type_ids.
     """
-    tokenized = _tokenize(
-        examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column, context_column
-    )
+    tokenized = _tokenize(examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column,
+                          context_column, token_type_ids=True if p_mask else None)
     context_index = 1 if tokenizer.padding_side == "right" else 0
     sample_mapping = tokenized.pop("overflow_to_sample_mapping")
     tokenized["example_id"] = [examples["id"][s] for s in sample_mapping]

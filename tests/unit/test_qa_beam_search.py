@@ -102,3 +102,33 @@ def test_answer_mask_opens_the_context_and_cls_only():
     # XLNet: context first (sequence 0), then the question (1), separators and <cls> at the end (None).
     sequence_ids = [0, 0, 0, None, 1, 1, None, None]
     assert answer_mask(sequence_ids, 0, 7) == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+
+
+def test_split_adds_unanswerable_questions_about_another_article():
+    """split_squad_by_article.py --unanswerable_fraction: the drawn questions asked again, unanswerable, about a
+    paragraph of another article; the answerable questions unchanged; the same seed, the same set."""
+    import copy
+
+    from split_squad_by_article import add_unanswerable
+
+    articles = [{"title": f"t{a}", "paragraphs": [
+        {"context": f"context {a}.{p}", "qas": [{"id": f"q{a}{p}{k}", "question": f"question {a}{p}{k}?",
+                                                "answers": [{"text": "context", "answer_start": 0}]}
+                                               for k in range(2)]} for p in range(2)]} for a in range(3)]
+    original = copy.deepcopy(articles)
+    assert add_unanswerable(articles, 0.5, seed=1) == 6  # 12 questions
+    added = [(a, qa) for a, article in enumerate(articles) for p in article["paragraphs"] for qa in p["qas"]
+             if qa.get("is_impossible")]
+    assert len(added) == 6
+    for a, qa in added:
+        source = qa["id"].removesuffix("_unanswerable")
+        assert qa["answers"] == [] and qa["question"] == f"question {source[1:]}?"
+        assert int(source[1]) != a  # asked about another article
+    kept = [[qa for qa in p["qas"] if not qa.get("is_impossible")] for article in articles
+            for p in article["paragraphs"]]
+    assert kept == [p["qas"] for article in original for p in article["paragraphs"]]
+    again = copy.deepcopy(original)
+    add_unanswerable(again, 0.5, seed=1)
+    assert again == articles
+    with pytest.raises(ValueError, match="--unanswerable_fraction 0"):
+        add_unanswerable(original, 0)

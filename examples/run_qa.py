@@ -20,8 +20,8 @@ evaluation scripts (with the HasAns/NoAns breakdown for v2.0), through the 🤗 
 """
 
 import argparse
+import functools
 
-import datasets
 import torch
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
@@ -35,381 +35,47 @@ from transformers import (
 )
 
 from common.adapters import apply_peft
-from common.args import add_common_args, capped_length, model_max_length, validate_common_args
-from common.data import SPLIT_FLAGS, require_columns
+from common.args import add_common_args, validate_common_args
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
-from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
 from common.preemption import sigterm_checkpointing
-from common.reporting import baseline_results, progress_bar
+from common.reporting import progress_bar
 from common.run import TrainingRun
-from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
+from common.sampling import padding_multiple
 from common.tasks.predictions import write_squad_predictions
-from common.tasks.squad import align_answer_start, postprocess_qa_predictions, read_squad_file
+from common.tasks.squad import (  # the SQuAD parts shared with run_qa_beam_search.py
+    add_qa_args,
+    build_qa_features,
+    check_answers,  # noqa: F401 (tests import it from here)
+    load_qa_datasets,
+    no_answer_baseline,
+    postprocess_qa_predictions,
+    predict_test_split,
+    prepare_train_features,  # noqa: F401
+    prepare_validation_features,  # noqa: F401
+    score_qa_predictions,
+    validate_qa_args,
+)
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
 
 # Columns the post-processing needs, removed from the features before they reach the model.
 FEATURE_ONLY_COLUMNS = ["example_id", "offset_mapping", "cls_index"]
-MAX_WARNINGS = 20  # answer_start problems logged one by one; beyond that only counted
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, file_extensions=("json", "jsonl"))
-    task = parser.add_argument_group("question answering")
-    task.add_argument("--question_column_name", type=str, default="question", help="Question column.")
-    task.add_argument("--context_column_name", type=str, default="context", help="Context column.")
-    task.add_argument(
-        "--answer_column_name",
-        type=str,
-        default="answers",
-        help="Answer column: {'text': [...], 'answer_start': [...]} (character offsets into the context).",
-    )
-    task.add_argument(
-        "--max_seq_length",
-        type=int,
-        default=384,
-        help="Maximum tokens per feature (question + context + special tokens). Longer contexts are split into "
-        "several overlapping features.",
-    )
-    task.add_argument(
-        "--doc_stride",
-        type=int,
-        default=128,
-        help="Tokens of context shared by two consecutive features of one long context.",
-    )
-    task.add_argument(
-        "--pad_to_max_length",
-        action="store_true",
-        help="Pad every feature to --max_seq_length (default: pad each batch to its longest feature).",
-    )
-    task.add_argument(
-        "--version_2_with_negative",
-        action="store_true",
-        help="SQuAD v2.0: some questions have no answer (empty answer list); the model may predict no answer.",
-    )
-    task.add_argument(
-        "--null_score_diff_threshold",
-        type=float,
-        default=0.0,
-        help="SQuAD v2.0: predict no answer when (null score - best span score) > this threshold.",
-    )
-    task.add_argument(
-        "--n_best_size", type=int, default=20, help="Start and end candidates per feature in the post-processing."
-    )
-    task.add_argument(
-        "--max_answer_length", type=int, default=30, help="Longest answer span considered, in tokens."
-    )
-    task.add_argument(
-        "--do_predict",
-        action="store_true",
-        help="Also predict the Hub dataset's test split and write predict_predictions.json (implied by --test_file).",
-    )
+    add_qa_args(parser)  # columns, --max_seq_length, --doc_stride, v2.0, n-best (common/tasks/squad.py)
     args = parser.parse_args(argv)
     if args.model_name_or_path is None:
         parser.error("--model_name_or_path is required (a local folder or a Hub model id).")
     return args
-
-
-def validate_qa_args(args):
-    """Checks the question-answering flags.
-
-    Raises:
-        ValueError: naming the flag: --use_slow_tokenizer (offsets need a fast tokenizer), a missing
-            --validation_file, --doc_stride >= --max_seq_length, non-positive sizes, --do_predict
-            without test data, --group_by_length or --pad_to_multiple_of with --pad_to_max_length.
-    """
-    if args.use_slow_tokenizer:
-        raise ValueError(
-            "--use_slow_tokenizer: extractive question answering maps answers to tokens with the character "
-            "offsets (return_offsets_mapping) that only fast (Rust) tokenizers provide. Drop the flag."
-        )
-    if args.dataset_name is None and args.validation_file is None:
-        raise ValueError("--validation_file is required: predictions and metrics are computed on it.")
-    for flag in ("max_seq_length", "doc_stride", "n_best_size", "max_answer_length"):
-        if getattr(args, flag) < 1:
-            raise ValueError(f"--{flag} {getattr(args, flag)}: expected a positive integer.")
-    if args.doc_stride >= args.max_seq_length:
-        raise ValueError(
-            f"--doc_stride {args.doc_stride} must be smaller than --max_seq_length {args.max_seq_length} (it is the "
-            "number of context tokens two consecutive features share)."
-        )
-    if args.test_file is not None:  # a test file given is a test file to predict (it used to be ignored silently)
-        args.do_predict = True
-    if args.do_predict and args.dataset_name is None and args.test_file is None:
-        raise ValueError("--do_predict needs --test_file (or a --dataset_name with a test split).")
-    # Features are padded per batch (dynamic padding) unless --pad_to_max_length pads them all to one length;
-    # then grouping by length or rounding the batch length cannot change anything.
-    refuse_padding_flags_with_max_length(args, "--max_seq_length", unit="feature")
-
-
-# ---------------------------------------------------------------------------------------------------
-# Loading
-
-
-def load_raw_datasets(args):
-    """A Hub dataset for --dataset_name, otherwise the local files. Returns a DatasetDict."""
-    if args.dataset_name is not None:
-        return datasets.load_dataset(args.dataset_name, args.dataset_config_name)
-    files = {"train": args.train_file, "validation": args.validation_file}
-    if args.do_predict:
-        files["test"] = args.test_file
-    return datasets.DatasetDict(
-        {
-            split: read_squad_file(
-                path, split, args.question_column_name, args.context_column_name, args.answer_column_name
-            )
-            for split, path in files.items()
-            if path is not None
-        }
-    )
-
-
-def check_answers(dataset, split, args, where=None):
-    """Checks every answer's `answer_start` against its text and the v1/v2 setting.
-
-    - An `answer_start` that does not point at its text is moved to the nearest occurrence of the
-      text in the context (warning with the question id, old and new offset).
-    - An answer whose text does not occur in the context is dropped (warning); a training question
-      left without answers is dropped (its label would be wrong), evaluation questions are kept
-      (metrics compare texts only).
-    - Without --version_2_with_negative, training and validation questions must have an answer.
-
-    Returns:
-        the dataset, repaired where needed.
-
-    Raises:
-        ValueError: naming the file and question ids when unanswerable questions occur without
-            --version_2_with_negative.
-    """
-    where = where or f"the {split} split"
-    q, c, a = args.question_column_name, args.context_column_name, args.answer_column_name
-    require_columns(dataset, ["id", q, c] + ([a] if split != "test" else []), split, where)
-    if a not in dataset.column_names:
-        return dataset
-    columns = dataset.select_columns(["id", c, a])
-    repaired, keep, unanswerable, problems = [], [], [], 0
-    for row in columns:
-        answers = row[a]
-        if not answers["text"]:
-            unanswerable.append(row["id"])
-        texts, starts = [], []
-        for text, start in zip(answers["text"], answers["answer_start"]):
-            new_start = align_answer_start(row[c], text, start)
-            if new_start != start:
-                problems += 1
-                if new_start is not None:
-                    action = f"moved to the nearest occurrence, at {new_start}"
-                elif split == "train":
-                    action = "the answer is dropped: its text does not occur in the context"
-                else:
-                    action = "its text does not occur in the context; kept as a gold text for the metrics"
-                if problems <= MAX_WARNINGS:
-                    logger.warning(
-                        f"{where}: question {row['id']}: answer {text!r} is not at answer_start {start}; {action}."
-                    )
-            if new_start is not None or split != "train":
-                texts.append(text)
-                starts.append(start if new_start is None else new_start)
-        if split == "train" and answers["text"] and not texts:
-            logger.warning(f"{where}: question {row['id']}: no valid answer left; dropped from training.")
-        keep.append(not (split == "train" and answers["text"] and not texts))
-        repaired.append({"text": texts, "answer_start": starts})
-    if problems > MAX_WARNINGS:
-        logger.warning(f"{where}: {problems} answers in all did not match their answer_start (first "
-                       f"{MAX_WARNINGS} listed above).")
-    if unanswerable and not args.version_2_with_negative and split != "test":
-        raise ValueError(
-            f"{where}: {len(unanswerable)} question(s) have no answer (e.g. id {unanswerable[:3]}), as in SQuAD "
-            "v2.0; pass --version_2_with_negative to train and evaluate with unanswerable questions."
-        )
-    if problems == 0:
-        return dataset
-    dataset = dataset.map(lambda _, i: {a: repaired[i]}, with_indices=True, features=dataset.features)
-    return dataset.select([i for i, k in enumerate(keep) if k]) if not all(keep) else dataset
-
-
-# ---------------------------------------------------------------------------------------------------
-# Features
-
-
-def _tokenize(examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column, context_column):
-    """Tokenises (question, context) pairs into overlapping features. The question comes first when
-    the tokenizer pads on the right (BERT), second when it pads on the left (XLNet); only the context
-    is truncated."""
-    pad_on_right = tokenizer.padding_side == "right"
-    # Leading whitespace in a question takes tokens and can make truncation fail (SQuAD has such questions).
-    questions = [question.lstrip() for question in examples[question_column]]
-    contexts = examples[context_column]
-    kwargs = dict(
-        truncation="only_second" if pad_on_right else "only_first",
-        max_length=max_seq_length,
-        stride=doc_stride,
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-        padding="max_length" if pad_to_max_length else False,
-    )
-    # A question that leaves no more than `doc_stride` tokens for a context that must be split makes the
-    # Rust tokenizer panic (a BaseException, not an Exception): find such questions first.
-    room = [max_seq_length - len(ids) - tokenizer.num_special_tokens_to_add(pair=True)
-            for ids in tokenizer(questions, add_special_tokens=False)["input_ids"]]
-    crowded = [i for i, r in enumerate(room) if r <= doc_stride]
-    if crowded:
-        context_lengths = tokenizer([contexts[i] for i in crowded], add_special_tokens=False)["input_ids"]
-        too_long = [examples["id"][i] for i, ids in zip(crowded, context_lengths) if len(ids) > room[i]]
-        if too_long:
-            raise ValueError(
-                f"question(s) {too_long[:5]} leave no more than --doc_stride {doc_stride} tokens for their context "
-                f"within --max_seq_length {max_seq_length}. Raise --max_seq_length or lower --doc_stride."
-            )
-    first, second = (questions, contexts) if pad_on_right else (contexts, questions)
-    return tokenizer(first, second, **kwargs)
-
-
-def _cls_index(input_ids, tokenizer):
-    """Position of the CLS token (the no-answer position), else of BOS, else 0."""
-    for token_id in (tokenizer.cls_token_id, tokenizer.bos_token_id):
-        if token_id is not None and token_id in input_ids:
-            return input_ids.index(token_id)
-    return 0
-
-
-def prepare_train_features(examples, tokenizer, max_seq_length=384, doc_stride=128, pad_to_max_length=False,
-                           question_column="question", context_column="context", answer_column="answers"):
-    """Training features with start/end token labels (`datasets.map(batched=True)` function).
-
-    A context longer than `max_seq_length` minus the question gives several features, consecutive
-    ones sharing `doc_stride` tokens. Each feature is labelled with the token positions of the first
-    gold answer; a feature whose context window does not contain the whole answer, and an
-    unanswerable question (empty answer list, SQuAD v2.0), are labelled with the CLS token.
-
-    Args:
-        examples: batch dict with lists under "id", `question_column`, `context_column` and
-            `answer_column` ({"text": [...], "answer_start": [...]}, character offsets).
-        tokenizer: a fast tokenizer (offsets and `sequence_ids` are needed).
-
-    Returns:
-        dict of lists, one entry per feature: input_ids, attention_mask (token_type_ids),
-        start_positions, end_positions (token indices, inclusive).
-
-    Raises:
-        ValueError: naming question ids that leave no room for the context (see `_tokenize`).
-    """
-    tokenized = _tokenize(
-        examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column, context_column
-    )
-    context_index = 1 if tokenizer.padding_side == "right" else 0
-    sample_mapping = tokenized.pop("overflow_to_sample_mapping")
-    offset_mapping = tokenized.pop("offset_mapping")
-    start_positions, end_positions = [], []
-    for i, offsets in enumerate(offset_mapping):
-        cls_index = _cls_index(tokenized["input_ids"][i], tokenizer)
-        answers = examples[answer_column][sample_mapping[i]]
-        sequence_ids = tokenized.sequence_ids(i)
-        context_tokens = [k for k, s in enumerate(sequence_ids) if s == context_index]
-        if len(answers["answer_start"]) == 0 or not context_tokens:
-            start_positions.append(cls_index)
-            end_positions.append(cls_index)
-            continue
-        start_char = answers["answer_start"][0]
-        end_char = start_char + len(answers["text"][0])
-        first, last = context_tokens[0], context_tokens[-1]
-        if offsets[first][0] > start_char or offsets[last][1] < end_char:
-            # The answer is not (entirely) inside this feature's window of the context.
-            start_positions.append(cls_index)
-            end_positions.append(cls_index)
-            continue
-        # Start: the last context token starting at or before the answer's first character; end: the
-        # first context token ending at or after its last character.
-        start_positions.append(max(k for k in range(first, last + 1) if offsets[k][0] <= start_char))
-        end_positions.append(min(k for k in range(first, last + 1) if offsets[k][1] >= end_char))
-    tokenized["start_positions"] = start_positions
-    tokenized["end_positions"] = end_positions
-    return tokenized
-
-
-def prepare_validation_features(examples, tokenizer, max_seq_length=384, doc_stride=128, pad_to_max_length=False,
-                                question_column="question", context_column="context"):
-    """Evaluation features: like `prepare_train_features`, without labels, with what the
-    post-processing needs to map logits back to text.
-
-    Returns:
-        dict of lists, one entry per feature: input_ids, attention_mask (token_type_ids),
-        example_id (the question id), offset_mapping ((start, end) character offsets into the context
-        for context tokens, None for question, special and padding tokens), cls_index.
-    """
-    tokenized = _tokenize(
-        examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column, context_column
-    )
-    context_index = 1 if tokenizer.padding_side == "right" else 0
-    sample_mapping = tokenized.pop("overflow_to_sample_mapping")
-    tokenized["example_id"] = [examples["id"][s] for s in sample_mapping]
-    tokenized["cls_index"] = [_cls_index(ids, tokenizer) for ids in tokenized["input_ids"]]
-    tokenized["offset_mapping"] = [
-        [offset if sequence_id == context_index else None for offset, sequence_id in zip(offsets,
-                                                                                         tokenized.sequence_ids(i))]
-        for i, offsets in enumerate(tokenized["offset_mapping"])
-    ]
-    return tokenized
-
-
-def preprocess(args, raw_datasets, tokenizer, accelerator):
-    """Checks answers, truncates splits to --max_*_samples (counted in questions) and builds features of at most
-    --max_seq_length tokens, capped at the tokenizer's `model_max_length`.
-
-    Returns:
-        dict split -> (examples, features): `features` of the train split carry labels; those of
-        validation/test carry example_id, offset_mapping and cls_index for the post-processing.
-
-    Raises:
-        ValueError: naming --doc_stride, --max_seq_length and the capped length when --doc_stride is not below
-            the length used; see `check_answers` and `_tokenize`.
-    """
-    max_seq_length = capped_length("--max_seq_length", args.max_seq_length, model_max_length(tokenizer), logger)
-    # `validate_qa_args` checked --doc_stride against the --max_seq_length given; check it against the one used.
-    if args.doc_stride >= max_seq_length:
-        raise ValueError(
-            f"--doc_stride {args.doc_stride} must be smaller than the --max_seq_length used, {max_seq_length} "
-            f"(--max_seq_length {args.max_seq_length} capped at the model's maximum length); lower --doc_stride "
-            "(it is the number of context tokens two consecutive features share)."
-        )
-    files = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
-    limits = {"train": args.max_train_samples, "validation": args.max_eval_samples, "test": args.max_predict_samples}
-    common = dict(tokenizer=tokenizer, max_seq_length=max_seq_length, doc_stride=args.doc_stride,
-                  pad_to_max_length=args.pad_to_max_length, question_column=args.question_column_name,
-                  context_column=args.context_column_name)
-    processed = {}
-    # The main process builds the features first (and writes the datasets cache for Hub data).
-    with accelerator.main_process_first():
-        for split, examples in raw_datasets.items():
-            if split == "test" and not args.do_predict:
-                continue
-            where = f"{SPLIT_FLAGS[split]} {files[split]}" if files.get(split) else None
-            if limits.get(split) is not None:
-                examples = examples.select(range(min(limits[split], len(examples))))
-            examples = check_answers(examples, split, args, where)
-            if split == "train":
-                function = prepare_train_features
-                kwargs = {**common, "answer_column": args.answer_column_name}
-            else:
-                function, kwargs = prepare_validation_features, common
-            features = examples.map(
-                function,
-                fn_kwargs=kwargs,
-                batched=True,
-                num_proc=args.preprocessing_num_workers,
-                remove_columns=examples.column_names,
-                load_from_cache_file=not args.overwrite_cache,
-                desc=f"Building {split} features",
-            )
-            processed[split] = (examples, features)
-    return processed
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -493,16 +159,13 @@ def trim_padding(rows, lengths, pad_first=False):
 
 def evaluate(model, dataloader, accelerator, examples, features, args, pad_first, with_metrics=True):
     """Predicts every example of `examples` and scores the predictions with the official SQuAD metric modules
-    (`common/metrics/squad`, or `common/metrics/squad_v2` with --version_2_with_negative; loaded by path through
-    `common.metrics.load_metric`: offline).
+    (`score_qa_predictions`: `common/metrics/squad`, or `squad_v2` with --version_2_with_negative; offline).
 
     A question's answer exists only once the logits of all its features are gathered and post-processed
     (`postprocess_qa_predictions`), so, as in the transformers QA example, the metric gets the whole set in one
     `compute` call. Every process post-processes the same gathered logits and computes its own in-memory copy of
-    the metric (`keep_in_memory=True`: no cache file shared between processes), so every process returns the
-    same values. For v2.0 the no-answer score of a question is its `null_odds` (null score - best span score) and
-    `no_answer_threshold` is --null_score_diff_threshold, the threshold the predictions already used: the
-    thresholding adds nothing to them, and `best_*` report the best threshold.
+    the metric, so every process returns the same values. For v2.0 the no-answer score of a question is its
+    `null_odds` (null score - best span score).
 
     Returns:
         (metrics or None, predictions, nbest, null_odds); metrics, computed when `with_metrics` and the examples
@@ -517,81 +180,8 @@ def evaluate(model, dataloader, accelerator, examples, features, args, pad_first
         examples, features, start_rows, end_rows, args.version_2_with_negative, args.n_best_size,
         args.max_answer_length, args.null_score_diff_threshold, args.context_column_name,
     )
-    metrics = None
-    if with_metrics:
-        references = gold_references(examples, args)
-        if args.version_2_with_negative:
-            metric = load_metric("squad_v2", keep_in_memory=True)
-            formatted = [{"id": qid, "prediction_text": text, "no_answer_probability": null_odds[qid]}
-                         for qid, text in predictions.items()]
-            metrics = metric.compute(predictions=formatted, references=references,
-                                     no_answer_threshold=args.null_score_diff_threshold)
-        else:
-            metric = load_metric("squad", keep_in_memory=True)
-            formatted = [{"id": qid, "prediction_text": text} for qid, text in predictions.items()]
-            metrics = metric.compute(predictions=formatted, references=references)
+    metrics = score_qa_predictions(examples, predictions, null_odds, args) if with_metrics else None
     return metrics, predictions, nbest, null_odds
-
-
-def gold_references(examples, args):
-    """The SQuAD metric modules' references: [{"id", "answers": {"text", "answer_start"}}], one per example."""
-    return [{"id": e["id"], "answers": {"text": e[args.answer_column_name]["text"],
-                                        "answer_start": e[args.answer_column_name]["answer_start"]}}
-            for e in examples]
-
-
-def no_answer_baseline(examples, args):
-    """The trivial baseline of SQuAD v2.0: "no answer" for every question, scored by the squad_v2 module as
-    `evaluate` scores the model: exact = F1 = the percentage of unanswerable questions. v1.1 (every question has
-    an answer) has no such constant answer: no baseline.
-
-    Returns:
-        {"baseline": "no answer for every question", "eval_baseline_exact", "eval_baseline_f1"} for v2.0, else {}.
-    """
-    if not args.version_2_with_negative:
-        return {}
-    metric = load_metric("squad_v2", keep_in_memory=True)
-    metrics = metric.compute(
-        predictions=[{"id": e["id"], "prediction_text": "", "no_answer_probability": 1.0} for e in examples],
-        references=gold_references(examples, args), no_answer_threshold=args.null_score_diff_threshold,
-    )
-    return baseline_results("no answer for every question", {"exact": metrics["exact"], "f1": metrics["f1"]})
-
-
-def has_gold_answers(examples, args):
-    """Whether test examples can be scored: v1 needs an answer for every question, v2 at least one
-    answered question (a file with no answers at all is taken as unlabelled)."""
-    if args.answer_column_name not in examples.column_names:
-        return False
-    counts = [len(answers["text"]) for answers in examples[args.answer_column_name]]
-    return any(counts) if args.version_2_with_negative else all(counts)
-
-
-def predict_test_split(model, dataloader, accelerator, examples, features, args, pad_first, step):
-    """Predicts the test split (`--do_predict`), writes `predict_predictions.json`, `predict_nbest_predictions.json`
-    (and v2.0 `predict_null_odds.json`) to `--output_dir`, and scores it when its questions have answers
-    (`has_gold_answers`).
-
-    Args:
-        dataloader: the prepared test DataLoader over `features`; examples: the test questions.
-        step: the run's completed optimizer steps, the step at which the metrics are logged (`--with_tracking`).
-
-    Returns:
-        dict: `predict_samples` (questions) and, when scored, the `predict_*` metrics.
-    """
-    metrics, predictions, nbest, null_odds = evaluate(
-        model, dataloader, accelerator, examples, features, args, pad_first,
-        with_metrics=has_gold_answers(examples, args),
-    )
-    if accelerator.is_main_process:
-        write_squad_predictions(args.output_dir, predictions, nbest, null_odds, prefix="predict_")
-    results = {"predict_samples": len(examples)}
-    if metrics is not None:
-        logger.info(f"prediction: {metrics}")
-        results.update({f"predict_{k}": v for k, v in metrics.items()})
-        if args.with_tracking:
-            accelerator.log({f"predict_{k}": v for k, v in metrics.items()}, step=step)
-    return results
 
 
 def training_function(args):
@@ -614,7 +204,7 @@ def training_function(args):
     )
     setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
-    raw_datasets = load_raw_datasets(args)
+    raw_datasets = load_qa_datasets(args)  # local files are checked (common/tasks/squad.py)
     if "validation" not in raw_datasets:
         raise ValueError(f"--dataset_name {args.dataset_name} has no validation split.")
     if args.do_predict and "test" not in raw_datasets:
@@ -622,7 +212,7 @@ def training_function(args):
     model, tokenizer = load_model_and_tokenizer(args)
     # The question goes on the side the tokenizer does not pad; logits are padded on the side it pads.
     pad_first = tokenizer.padding_side == "left"
-    processed = preprocess(args, raw_datasets, tokenizer, accelerator)  # split -> (questions, features)
+    processed = build_qa_features(args, raw_datasets, tokenizer, accelerator)  # split -> (questions, features)
     train_dataset = processed["train"][1] if "train" in processed else None
     eval_examples, eval_features = processed["validation"]
     # Pad each batch to its longest feature (to multiples of 8 under mixed precision: tensor cores), unless
@@ -698,10 +288,9 @@ def training_function(args):
         predict_dataloader = accelerator.prepare(
             build_eval_dataloader(args, predict_features.remove_columns(FEATURE_ONLY_COLUMNS), data_collator)
         )
-        results.update(predict_test_split(
-            model, predict_dataloader, accelerator, predict_examples, predict_features, args, pad_first,
-            run.completed_steps,
-        ))
+        predict = functools.partial(evaluate, model, predict_dataloader, accelerator, predict_examples,
+                                    predict_features, args, pad_first)
+        results.update(predict_test_split(predict, accelerator, predict_examples, args, run.completed_steps))
     run.end(results)  # all_results.json again, Hub push, end the trackers
     return results
 

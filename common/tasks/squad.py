@@ -1,9 +1,13 @@
-"""SQuAD (extractive question answering) knowledge of examples/run_qa.py: reading the data, turning a model's
-start/end logits into answers, and the official SQuAD v1.1 / v2.0 metrics.
+"""SQuAD (extractive question answering) knowledge of examples/run_qa.py and run_qa_beam_search.py: reading the
+data, turning a model's start/end logits into answers, and the official SQuAD v1.1 / v2.0 metrics.
 
 - Reading: `read_squad_file` (SQuAD JSON, flat JSON or JSON Lines -> `datasets.Dataset` with `squad_features`),
   `flatten_squad`, `normalize_answers`, and `align_answer_start` (repairs an `answer_start` that misses its text).
-- Post-processing: `postprocess_qa_predictions` (n-best spans over a question's features, SQuAD v2.0 null answer).
+- The scripts' shared parts: `add_qa_args`, `validate_qa_args`, `load_qa_datasets`, `check_answers`, the features
+  (`prepare_train_features`, `prepare_validation_features`, `build_qa_features`; XLNet's `p_mask` with
+  `answer_mask`), scoring (`score_qa_predictions`, `no_answer_baseline`) and `predict_test_split`.
+- Post-processing: `postprocess_qa_predictions` (n-best spans over a question's features, SQuAD v2.0 null answer)
+  and `postprocess_beam_search_predictions` (XLNet's top-k start/end candidates and `cls_logits`).
 - Metrics (the official evaluation scripts, https://rajpurkar.github.io/SQuAD-explorer/): `normalize_answer`,
   `exact_match_v1`/`f1_v1`, `squad_v1_metrics`; `exact_match_v2`/`f1_v2`, `find_best_thresh`,
   `squad_v2_metrics`; `compute_squad_metrics` picks v1.1 or v2.0.
@@ -18,7 +22,12 @@ import datasets
 import numpy as np
 from accelerate.logging import get_logger
 
-from ..data import SPLIT_FLAGS
+from ..args import capped_length, model_max_length
+from ..data import SPLIT_FLAGS, require_columns
+from ..metrics import load_metric
+from ..reporting import baseline_results
+from ..sampling import refuse_padding_flags_with_max_length
+from .predictions import write_squad_predictions
 
 logger = get_logger(__name__)
 
@@ -204,6 +213,487 @@ def align_answer_start(context, text, answer_start):
 
 
 # ---------------------------------------------------------------------------------------------------
+# The scripts' shared parts (run_qa.py and run_qa_beam_search.py): flags, loading and checking the splits,
+# features, scoring and the test split
+
+
+MAX_WARNINGS = 20  # answer_start problems logged one by one; beyond that only counted
+
+
+def add_qa_args(parser, null_score_help="SQuAD v2.0: predict no answer when (null score - best span score) > this "
+                                         "threshold."):
+    """Adds the "question answering" flags of run_qa.py and run_qa_beam_search.py to `parser`: column names,
+    --max_seq_length, --doc_stride, --pad_to_max_length, --version_2_with_negative, --null_score_diff_threshold
+    (help text `null_score_help`: the scripts compare different null scores with it), --n_best_size,
+    --max_answer_length, --do_predict.
+
+    Returns:
+        the argument group.
+    """
+    task = parser.add_argument_group("question answering")
+    task.add_argument("--question_column_name", type=str, default="question", help="Question column.")
+    task.add_argument("--context_column_name", type=str, default="context", help="Context column.")
+    task.add_argument(
+        "--answer_column_name",
+        type=str,
+        default="answers",
+        help="Answer column: {'text': [...], 'answer_start': [...]} (character offsets into the context).",
+    )
+    task.add_argument(
+        "--max_seq_length",
+        type=int,
+        default=384,
+        help="Maximum tokens per feature (question + context + special tokens). Longer contexts are split into "
+        "several overlapping features.",
+    )
+    task.add_argument(
+        "--doc_stride",
+        type=int,
+        default=128,
+        help="Tokens of context shared by two consecutive features of one long context.",
+    )
+    task.add_argument(
+        "--pad_to_max_length",
+        action="store_true",
+        help="Pad every feature to --max_seq_length (default: pad each batch to its longest feature).",
+    )
+    task.add_argument(
+        "--version_2_with_negative",
+        action="store_true",
+        help="SQuAD v2.0: some questions have no answer (empty answer list); the model may predict no answer.",
+    )
+    task.add_argument(
+        "--null_score_diff_threshold",
+        type=float,
+        default=0.0,
+        help=null_score_help,
+    )
+    task.add_argument(
+        "--n_best_size", type=int, default=20, help="Start and end candidates per feature in the post-processing."
+    )
+    task.add_argument(
+        "--max_answer_length", type=int, default=30, help="Longest answer span considered, in tokens."
+    )
+    task.add_argument(
+        "--do_predict",
+        action="store_true",
+        help="Also predict the Hub dataset's test split and write predict_predictions.json (implied by --test_file).",
+    )
+    return task
+
+
+def validate_qa_args(args):
+    """Checks the question-answering flags.
+
+    Raises:
+        ValueError: naming the flag: --use_slow_tokenizer (offsets need a fast tokenizer), a missing
+            --validation_file, --doc_stride >= --max_seq_length, non-positive sizes, --do_predict
+            without test data, --group_by_length or --pad_to_multiple_of with --pad_to_max_length.
+    """
+    if args.use_slow_tokenizer:
+        raise ValueError(
+            "--use_slow_tokenizer: extractive question answering maps answers to tokens with the character "
+            "offsets (return_offsets_mapping) that only fast (Rust) tokenizers provide. Drop the flag."
+        )
+    if args.dataset_name is None and args.validation_file is None:
+        raise ValueError("--validation_file is required: predictions and metrics are computed on it.")
+    for flag in ("max_seq_length", "doc_stride", "n_best_size", "max_answer_length"):
+        if getattr(args, flag) < 1:
+            raise ValueError(f"--{flag} {getattr(args, flag)}: expected a positive integer.")
+    if args.doc_stride >= args.max_seq_length:
+        raise ValueError(
+            f"--doc_stride {args.doc_stride} must be smaller than --max_seq_length {args.max_seq_length} (it is the "
+            "number of context tokens two consecutive features share)."
+        )
+    if args.test_file is not None:  # a test file given is a test file to predict (it used to be ignored silently)
+        args.do_predict = True
+    if args.do_predict and args.dataset_name is None and args.test_file is None:
+        raise ValueError("--do_predict needs --test_file (or a --dataset_name with a test split).")
+    # Features are padded per batch (dynamic padding) unless --pad_to_max_length pads them all to one length;
+    # then grouping by length or rounding the batch length cannot change anything.
+    refuse_padding_flags_with_max_length(args, "--max_seq_length", unit="feature")
+
+
+def load_qa_datasets(args):
+    """A Hub dataset for --dataset_name, otherwise the local files. Returns a DatasetDict."""
+    if args.dataset_name is not None:
+        return datasets.load_dataset(args.dataset_name, args.dataset_config_name)
+    files = {"train": args.train_file, "validation": args.validation_file}
+    if args.do_predict:
+        files["test"] = args.test_file
+    return datasets.DatasetDict(
+        {
+            split: read_squad_file(
+                path, split, args.question_column_name, args.context_column_name, args.answer_column_name
+            )
+            for split, path in files.items()
+            if path is not None
+        }
+    )
+
+
+def check_answers(dataset, split, args, where=None):
+    """Checks every answer's `answer_start` against its text and the v1/v2 setting.
+
+    - An `answer_start` that does not point at its text is moved to the nearest occurrence of the
+      text in the context (warning with the question id, old and new offset).
+    - An answer whose text does not occur in the context is dropped (warning); a training question
+      left without answers is dropped (its label would be wrong), evaluation questions are kept
+      (metrics compare texts only).
+    - Without --version_2_with_negative, training and validation questions must have an answer.
+
+    Returns:
+        the dataset, repaired where needed.
+
+    Raises:
+        ValueError: naming the file, question ids and rows when unanswerable questions occur without
+            --version_2_with_negative.
+    """
+    where = where or f"the {split} split"
+    q, c, a = args.question_column_name, args.context_column_name, args.answer_column_name
+    require_columns(dataset, ["id", q, c] + ([a] if split != "test" else []), split, where)
+    if a not in dataset.column_names:
+        return dataset
+    columns = dataset.select_columns(["id", c, a])
+    repaired, keep, unanswerable, problems = [], [], [], 0
+    for number, row in enumerate(columns, start=1):
+        answers = row[a]
+        if not answers["text"]:
+            unanswerable.append((number, row["id"]))
+        texts, starts = [], []
+        for text, start in zip(answers["text"], answers["answer_start"]):
+            new_start = align_answer_start(row[c], text, start)
+            if new_start != start:
+                problems += 1
+                if new_start is not None:
+                    action = f"moved to the nearest occurrence, at {new_start}"
+                elif split == "train":
+                    action = "the answer is dropped: its text does not occur in the context"
+                else:
+                    action = "its text does not occur in the context; kept as a gold text for the metrics"
+                if problems <= MAX_WARNINGS:
+                    logger.warning(
+                        f"{where}: question {row['id']}: answer {text!r} is not at answer_start {start}; {action}."
+                    )
+            if new_start is not None or split != "train":
+                texts.append(text)
+                starts.append(start if new_start is None else new_start)
+        if split == "train" and answers["text"] and not texts:
+            logger.warning(f"{where}: question {row['id']}: no valid answer left; dropped from training.")
+        keep.append(not (split == "train" and answers["text"] and not texts))
+        repaired.append({"text": texts, "answer_start": starts})
+    if problems > MAX_WARNINGS:
+        logger.warning(f"{where}: {problems} answers in all did not match their answer_start (first "
+                       f"{MAX_WARNINGS} listed above).")
+    if unanswerable and not args.version_2_with_negative and split != "test":
+        raise ValueError(
+            f"{where}: {len(unanswerable)} question(s) have no answer (e.g. id {[q for _, q in unanswerable[:3]]}), "
+            "as in SQuAD v2.0; pass --version_2_with_negative to train and evaluate with unanswerable questions. "
+            f"Question row(s) (1-based, in file order): {[n for n, _ in unanswerable[:10]]}."
+        )
+    if problems == 0:
+        return dataset
+    dataset = dataset.map(lambda _, i: {a: repaired[i]}, with_indices=True, features=dataset.features)
+    return dataset.select([i for i, k in enumerate(keep) if k]) if not all(keep) else dataset
+
+
+
+def _tokenize(examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column, context_column,
+              token_type_ids=None):
+    """Tokenises (question, context) pairs into overlapping features. The question comes first when
+    the tokenizer pads on the right (BERT), second when it pads on the left (XLNet); only the context
+    is truncated."""
+    pad_on_right = tokenizer.padding_side == "right"
+    # Leading whitespace in a question takes tokens and can make truncation fail (SQuAD has such questions).
+    questions = [question.lstrip() for question in examples[question_column]]
+    contexts = examples[context_column]
+    kwargs = dict(
+        truncation="only_second" if pad_on_right else "only_first",
+        max_length=max_seq_length,
+        stride=doc_stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding="max_length" if pad_to_max_length else False,
+        return_token_type_ids=token_type_ids,  # None: the tokenizer's default
+    )
+    # A question that leaves no more than `doc_stride` tokens for a context that must be split makes the
+    # Rust tokenizer panic (a BaseException, not an Exception): find such questions first.
+    room = [max_seq_length - len(ids) - tokenizer.num_special_tokens_to_add(pair=True)
+            for ids in tokenizer(questions, add_special_tokens=False)["input_ids"]]
+    crowded = [i for i, r in enumerate(room) if r <= doc_stride]
+    if crowded:
+        context_lengths = tokenizer([contexts[i] for i in crowded], add_special_tokens=False)["input_ids"]
+        too_long = [examples["id"][i] for i, ids in zip(crowded, context_lengths) if len(ids) > room[i]]
+        if too_long:
+            raise ValueError(
+                f"question(s) {too_long[:5]} leave no more than --doc_stride {doc_stride} tokens for their context "
+                f"within --max_seq_length {max_seq_length}. Raise --max_seq_length or lower --doc_stride."
+            )
+    first, second = (questions, contexts) if pad_on_right else (contexts, questions)
+    return tokenizer(first, second, **kwargs)
+
+
+def _cls_index(input_ids, tokenizer):
+    """Position of the CLS token (the no-answer position), else of BOS, else 0."""
+    for token_id in (tokenizer.cls_token_id, tokenizer.bos_token_id):
+        if token_id is not None and token_id in input_ids:
+            return input_ids.index(token_id)
+    return 0
+
+
+def answer_mask(sequence_ids, context_index, cls_index):
+    """XLNet's `p_mask` of one feature: 0.0 where an answer may start or end (a context token, and the CLS token
+    that stands for "no answer"), 1.0 elsewhere (question, separators, padding).
+
+    Args:
+        sequence_ids: the feature's `BatchEncoding.sequence_ids(i)` (None for special and padding tokens).
+        context_index: which sequence is the context (1 when the question comes first, else 0).
+        cls_index: position of the CLS token.
+
+    Returns:
+        list of floats, one per token.
+    """
+    return [0.0 if s == context_index or k == cls_index else 1.0 for k, s in enumerate(sequence_ids)]
+
+
+def prepare_train_features(examples, tokenizer, max_seq_length=384, doc_stride=128, pad_to_max_length=False,
+                           question_column="question", context_column="context", answer_column="answers",
+                           p_mask=False):
+    """Training features with start/end token labels (`datasets.map(batched=True)` function).
+
+    A context longer than `max_seq_length` minus the question gives several features, consecutive
+    ones sharing `doc_stride` tokens. Each feature is labelled with the token positions of the first
+    gold answer; a feature whose context window does not contain the whole answer, and an
+    unanswerable question (empty answer list, SQuAD v2.0), are labelled with the CLS token.
+
+    Args:
+        examples: batch dict with lists under "id", `question_column`, `context_column` and
+            `answer_column` ({"text": [...], "answer_start": [...]}, character offsets).
+        tokenizer: a fast tokenizer (offsets and `sequence_ids` are needed).
+        p_mask: also the inputs of XLNet's beam-search head (`XLNetForQuestionAnswering`): `p_mask` (see
+            `answer_mask`), `cls_index`, `is_impossible` (1.0 for a feature labelled with the CLS token, else 0.0),
+            and `token_type_ids` (XLNet's segment ids, which transformers 5's XLNet tokenizer leaves out by
+            default: without them its segment encoding gets no input and no gradient).
+
+    Returns:
+        dict of lists, one entry per feature: input_ids, attention_mask (token_type_ids),
+        start_positions, end_positions (token indices, inclusive); with `p_mask`, also p_mask, cls_index,
+        is_impossible.
+
+    Raises:
+        ValueError: naming question ids that leave no room for the context (see `_tokenize`).
+    """
+    tokenized = _tokenize(examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column,
+                          context_column, token_type_ids=True if p_mask else None)
+    context_index = 1 if tokenizer.padding_side == "right" else 0
+    sample_mapping = tokenized.pop("overflow_to_sample_mapping")
+    offset_mapping = tokenized.pop("offset_mapping")
+    start_positions, end_positions, cls_indexes, masks = [], [], [], []
+    for i, offsets in enumerate(offset_mapping):
+        cls_index = _cls_index(tokenized["input_ids"][i], tokenizer)
+        answers = examples[answer_column][sample_mapping[i]]
+        sequence_ids = tokenized.sequence_ids(i)
+        cls_indexes.append(cls_index)
+        masks.append(answer_mask(sequence_ids, context_index, cls_index))
+        context_tokens = [k for k, s in enumerate(sequence_ids) if s == context_index]
+        if len(answers["answer_start"]) == 0 or not context_tokens:
+            start_positions.append(cls_index)
+            end_positions.append(cls_index)
+            continue
+        start_char = answers["answer_start"][0]
+        end_char = start_char + len(answers["text"][0])
+        first, last = context_tokens[0], context_tokens[-1]
+        if offsets[first][0] > start_char or offsets[last][1] < end_char:
+            # The answer is not (entirely) inside this feature's window of the context.
+            start_positions.append(cls_index)
+            end_positions.append(cls_index)
+            continue
+        # Start: the last context token starting at or before the answer's first character; end: the
+        # first context token ending at or after its last character.
+        start_positions.append(max(k for k in range(first, last + 1) if offsets[k][0] <= start_char))
+        end_positions.append(min(k for k in range(first, last + 1) if offsets[k][1] >= end_char))
+    tokenized["start_positions"] = start_positions
+    tokenized["end_positions"] = end_positions
+    if p_mask:
+        tokenized["p_mask"], tokenized["cls_index"] = masks, cls_indexes
+        tokenized["is_impossible"] = [float(s == c) for s, c in zip(start_positions, cls_indexes)]
+    return tokenized
+
+
+def prepare_validation_features(examples, tokenizer, max_seq_length=384, doc_stride=128, pad_to_max_length=False,
+                                question_column="question", context_column="context", p_mask=False):
+    """Evaluation features: like `prepare_train_features`, without labels, with what the
+    post-processing needs to map logits back to text.
+
+    Returns:
+        dict of lists, one entry per feature: input_ids, attention_mask (token_type_ids),
+        example_id (the question id), offset_mapping ((start, end) character offsets into the context
+        for context tokens, None for question, special and padding tokens), cls_index; with `p_mask`
+        also p_mask (`answer_mask`: XLNet's beam-search head ranks context tokens only) and token_type_ids.
+    """
+    tokenized = _tokenize(examples, tokenizer, max_seq_length, doc_stride, pad_to_max_length, question_column,
+                          context_column, token_type_ids=True if p_mask else None)
+    context_index = 1 if tokenizer.padding_side == "right" else 0
+    sample_mapping = tokenized.pop("overflow_to_sample_mapping")
+    tokenized["example_id"] = [examples["id"][s] for s in sample_mapping]
+    tokenized["cls_index"] = [_cls_index(ids, tokenizer) for ids in tokenized["input_ids"]]
+    tokenized["offset_mapping"] = [
+        [offset if sequence_id == context_index else None for offset, sequence_id in zip(offsets,
+                                                                                         tokenized.sequence_ids(i))]
+        for i, offsets in enumerate(tokenized["offset_mapping"])
+    ]
+    if p_mask:
+        tokenized["p_mask"] = [answer_mask(tokenized.sequence_ids(i), context_index, cls_index)
+                               for i, cls_index in enumerate(tokenized["cls_index"])]
+    return tokenized
+
+
+def build_qa_features(args, raw_datasets, tokenizer, accelerator, p_mask=False):
+    """Checks answers, truncates splits to --max_*_samples (counted in questions) and builds features of at most
+    --max_seq_length tokens, capped at the tokenizer's `model_max_length`.
+
+    Args:
+        p_mask: features for XLNet's beam-search head (see `prepare_train_features`).
+
+    Returns:
+        dict split -> (examples, features): `features` of the train split carry labels; those of
+        validation/test carry example_id, offset_mapping and cls_index for the post-processing.
+
+    Raises:
+        ValueError: naming --doc_stride, --max_seq_length and the capped length when --doc_stride is not below
+            the length used; see `check_answers` and `_tokenize`.
+    """
+    max_seq_length = capped_length("--max_seq_length", args.max_seq_length, model_max_length(tokenizer), logger)
+    # `validate_qa_args` checked --doc_stride against the --max_seq_length given; check it against the one used.
+    if args.doc_stride >= max_seq_length:
+        raise ValueError(
+            f"--doc_stride {args.doc_stride} must be smaller than the --max_seq_length used, {max_seq_length} "
+            f"(--max_seq_length {args.max_seq_length} capped at the model's maximum length); lower --doc_stride "
+            "(it is the number of context tokens two consecutive features share)."
+        )
+    files = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
+    limits = {"train": args.max_train_samples, "validation": args.max_eval_samples, "test": args.max_predict_samples}
+    common = dict(tokenizer=tokenizer, max_seq_length=max_seq_length, doc_stride=args.doc_stride,
+                  pad_to_max_length=args.pad_to_max_length, question_column=args.question_column_name,
+                  context_column=args.context_column_name, p_mask=p_mask)
+    processed = {}
+    # The main process builds the features first (and writes the datasets cache for Hub data).
+    with accelerator.main_process_first():
+        for split, examples in raw_datasets.items():
+            if split == "test" and not args.do_predict:
+                continue
+            where = f"{SPLIT_FLAGS[split]} {files[split]}" if files.get(split) else None
+            if limits.get(split) is not None:
+                examples = examples.select(range(min(limits[split], len(examples))))
+            examples = check_answers(examples, split, args, where)
+            if split == "train":
+                function = prepare_train_features
+                kwargs = {**common, "answer_column": args.answer_column_name}
+            else:
+                function, kwargs = prepare_validation_features, common
+            features = examples.map(
+                function,
+                fn_kwargs=kwargs,
+                batched=True,
+                num_proc=args.preprocessing_num_workers,
+                remove_columns=examples.column_names,
+                load_from_cache_file=not args.overwrite_cache,
+                desc=f"Building {split} features",
+            )
+            processed[split] = (examples, features)
+    return processed
+
+
+def gold_references(examples, args):
+    """The SQuAD metric modules' references: [{"id", "answers": {"text", "answer_start"}}], one per example."""
+    return [{"id": e["id"], "answers": {"text": e[args.answer_column_name]["text"],
+                                        "answer_start": e[args.answer_column_name]["answer_start"]}}
+            for e in examples]
+
+
+
+def score_qa_predictions(examples, predictions, null_odds, args):
+    """Scores predictions with the official SQuAD metric modules (`common/metrics/squad`, or
+    `common/metrics/squad_v2` with --version_2_with_negative; loaded by path through `common.metrics.load_metric`:
+    offline), in one `compute` call over the whole set, on an in-memory copy of the metric (`keep_in_memory=True`:
+    no cache file shared between processes, so every process returns the same values).
+
+    For v2.0 the no-answer score of a question is its `null_odds[id]` and `no_answer_threshold` is
+    --null_score_diff_threshold, the threshold the predictions already used: the thresholding adds nothing to them,
+    and `best_*` report the best threshold.
+
+    Args:
+        examples: the questions (rows with "id" and the answer column); predictions: {id: text, "" for no answer};
+        null_odds: {id: no-answer score} (v2.0), else None.
+
+    Returns:
+        v1.1 {"exact_match", "f1"}; v2.0 {"exact", "f1", "total", "HasAns_*", "NoAns_*", "best_exact",
+        "best_exact_thresh", "best_f1", "best_f1_thresh"}; scores in percent.
+    """
+    references = gold_references(examples, args)
+    if args.version_2_with_negative:
+        metric = load_metric("squad_v2", keep_in_memory=True)
+        formatted = [{"id": qid, "prediction_text": text, "no_answer_probability": null_odds[qid]}
+                     for qid, text in predictions.items()]
+        return metric.compute(predictions=formatted, references=references,
+                              no_answer_threshold=args.null_score_diff_threshold)
+    metric = load_metric("squad", keep_in_memory=True)
+    formatted = [{"id": qid, "prediction_text": text} for qid, text in predictions.items()]
+    return metric.compute(predictions=formatted, references=references)
+
+def no_answer_baseline(examples, args):
+    """The trivial baseline of SQuAD v2.0: "no answer" for every question, scored by the squad_v2 module as
+    the scripts score the model (`score_qa_predictions`): exact = F1 = the percentage of unanswerable questions.
+    v1.1 (every question has an answer) has no such constant answer: no baseline.
+
+    Returns:
+        {"baseline": "no answer for every question", "eval_baseline_exact", "eval_baseline_f1"} for v2.0, else {}.
+    """
+    if not args.version_2_with_negative:
+        return {}
+    metric = load_metric("squad_v2", keep_in_memory=True)
+    metrics = metric.compute(
+        predictions=[{"id": e["id"], "prediction_text": "", "no_answer_probability": 1.0} for e in examples],
+        references=gold_references(examples, args), no_answer_threshold=args.null_score_diff_threshold,
+    )
+    return baseline_results("no answer for every question", {"exact": metrics["exact"], "f1": metrics["f1"]})
+
+
+def has_gold_answers(examples, args):
+    """Whether test examples can be scored: v1 needs an answer for every question, v2 at least one
+    answered question (a file with no answers at all is taken as unlabelled)."""
+    if args.answer_column_name not in examples.column_names:
+        return False
+    counts = [len(answers["text"]) for answers in examples[args.answer_column_name]]
+    return any(counts) if args.version_2_with_negative else all(counts)
+
+
+def predict_test_split(predict, accelerator, examples, args, step):
+    """Predicts the test split (`--do_predict`), writes `predict_predictions.json`, `predict_nbest_predictions.json`
+    (and v2.0 `predict_null_odds.json`) to `--output_dir`, and scores it when its questions have answers
+    (`has_gold_answers`).
+
+    Args:
+        predict: the script's evaluation over the test features, called as `predict(with_metrics=...)` and
+            returning (metrics or None, predictions, nbest, null_odds); examples: the test questions.
+        step: the run's completed optimizer steps, the step at which the metrics are logged (`--with_tracking`).
+
+    Returns:
+        dict: `predict_samples` (questions) and, when scored, the `predict_*` metrics.
+    """
+    metrics, predictions, nbest, null_odds = predict(with_metrics=has_gold_answers(examples, args))
+    if accelerator.is_main_process:
+        write_squad_predictions(args.output_dir, predictions, nbest, null_odds, prefix="predict_")
+    results = {"predict_samples": len(examples)}
+    if metrics is not None:
+        logger.info(f"prediction: {metrics}")
+        results.update({f"predict_{k}": v for k, v in metrics.items()})
+        if args.with_tracking:
+            accelerator.log({f"predict_{k}": v for k, v in metrics.items()}, step=step)
+    return results
+
+
+# ---------------------------------------------------------------------------------------------------
 # Post-processing
 
 
@@ -310,6 +800,104 @@ def postprocess_qa_predictions(examples, features, all_start_logits, all_end_log
         score_diff = null_candidate["score"] - best_span["start_logit"] - best_span["end_logit"]
         null_odds[example_id] = float(score_diff)
         predictions[example_id] = "" if score_diff > null_score_diff_threshold else best_span["text"]
+    return predictions, nbest_json, null_odds
+
+
+def postprocess_beam_search_predictions(examples, features, start_top_log_probs, start_top_index, end_top_log_probs,
+                                        end_top_index, cls_logits, version_2_with_negative=False, n_best_size=20,
+                                        max_answer_length=30, null_score_diff_threshold=0.0,
+                                        context_column="context"):
+    """Turns the beam-search outputs of XLNet's question-answering head (`XLNetForQuestionAnswering` in eval mode)
+    into answer texts, one per example (question).
+
+    The head proposes, per feature, `start_n_top` start positions with their log-probabilities and, for each of
+    them, `end_n_top` end positions (the end distribution is conditioned on the start: Yang et al. 2019, XLNet,
+    section on SQuAD; `end_top_*[i * end_n_top + j]` belongs to start candidate i). A span is scored
+    start_log_prob + end_log_prob (a log-probability of the span); spans outside the context (offset None, or
+    beyond the feature), with end < start or longer than `max_answer_length` tokens are skipped; the spans of all
+    the example's features are ranked, one entry per distinct character span (its best score), and the best
+    `n_best_size` kept. SQuAD v2.0: `cls_logits` is the head's logit that the feature holds no answer; the
+    example's null score is its minimum over the features (the feature most sure that it holds the answer), and
+    the prediction is "" when that null score > `null_score_diff_threshold` (0.0: probability 1/2), or when no
+    valid span exists.
+
+    Args:
+        examples: rows (dicts or a `datasets.Dataset`) with "id" and `context_column`.
+        features: rows with "example_id" and "offset_mapping" ((start, end) characters for context tokens, None
+            otherwise), in the order of the output rows.
+        start_top_log_probs, start_top_index: per feature, `start_n_top` values (arrays or lists).
+        end_top_log_probs, end_top_index: per feature, `start_n_top * end_n_top` values.
+        cls_logits: per feature, one value.
+
+    Returns:
+        (predictions, nbest, null_odds): {id: answer text}; {id: up to n_best_size dicts with text, probability
+        (softmax over the listed span scores), start_log_prob, end_log_prob, offsets [start, end] in characters};
+        {id: null score} for v2 (inf when no valid span was found), None for v1.
+
+    Raises:
+        ValueError: when the number of output rows differs from the number of features, or the end candidates
+            are not a multiple of the start candidates.
+    """
+    example_ids = features["example_id"] if hasattr(features, "column_names") else [f["example_id"] for f in features]
+    offset_mappings = (features["offset_mapping"] if hasattr(features, "column_names")
+                       else [f["offset_mapping"] for f in features])
+    rows = [start_top_log_probs, start_top_index, end_top_log_probs, end_top_index, cls_logits]
+    if any(len(r) != len(example_ids) for r in rows):
+        raise ValueError(f"Got {[len(r) for r in rows]} output rows (start/end log-probs and indexes, cls_logits) for "
+                         f"{len(example_ids)} features.")
+    start_n_top = len(start_top_index[0]) if len(example_ids) else 0
+    if start_n_top and len(end_top_index[0]) % start_n_top:
+        raise ValueError(f"{len(end_top_index[0])} end candidates per feature are not a multiple of the "
+                         f"{start_n_top} start candidates.")
+    end_n_top = len(end_top_index[0]) // start_n_top if start_n_top else 0
+    features_per_example = collections.defaultdict(list)
+    for index, example_id in enumerate(example_ids):
+        features_per_example[example_id].append(index)
+    ids = examples["id"] if hasattr(examples, "column_names") else [e["id"] for e in examples]
+    contexts = (examples[context_column] if hasattr(examples, "column_names")
+                else [e[context_column] for e in examples])
+
+    predictions, nbest_json = collections.OrderedDict(), collections.OrderedDict()
+    null_odds = collections.OrderedDict() if version_2_with_negative else None
+    for example_id, context in zip(ids, contexts):
+        spans, min_null_score = {}, None  # (start char, end char) -> best candidate
+        for f in features_per_example[example_id]:
+            offsets = offset_mappings[f]
+            null_score = float(cls_logits[f])
+            min_null_score = null_score if min_null_score is None else min(min_null_score, null_score)
+            for i in range(start_n_top):
+                start_index, start_log_prob = int(start_top_index[f][i]), float(start_top_log_probs[f][i])
+                for j in range(end_n_top):
+                    k = i * end_n_top + j
+                    end_index, end_log_prob = int(end_top_index[f][k]), float(end_top_log_probs[f][k])
+                    if start_index >= len(offsets) or end_index >= len(offsets):
+                        continue  # padding
+                    if offsets[start_index] is None or offsets[end_index] is None:
+                        continue  # not a context token
+                    if end_index < start_index or end_index - start_index + 1 > max_answer_length:
+                        continue
+                    span = (offsets[start_index][0], offsets[end_index][1])
+                    score = start_log_prob + end_log_prob
+                    if span not in spans or score > spans[span]["score"]:
+                        spans[span] = {"offsets": span, "score": score, "start_log_prob": start_log_prob,
+                                       "end_log_prob": end_log_prob}
+        ranked = sorted(spans.values(), key=lambda c: c["score"], reverse=True)[:n_best_size]
+        if ranked:
+            scores = np.array([c["score"] for c in ranked])
+            probabilities = np.exp(scores - scores.max())
+            probabilities /= probabilities.sum()
+        nbest_json[example_id] = [
+            {"text": context[c["offsets"][0]:c["offsets"][1]], "probability": float(p),
+             "start_log_prob": c["start_log_prob"], "end_log_prob": c["end_log_prob"],
+             "offsets": [int(c["offsets"][0]), int(c["offsets"][1])]}
+            for c, p in zip(ranked, probabilities if ranked else [])
+        ]
+        best_text = nbest_json[example_id][0]["text"] if ranked else ""
+        if not version_2_with_negative:
+            predictions[example_id] = best_text
+            continue
+        null_odds[example_id] = float("inf") if not ranked or min_null_score is None else min_null_score
+        predictions[example_id] = "" if null_odds[example_id] > null_score_diff_threshold else best_text
     return predictions, nbest_json, null_odds
 
 

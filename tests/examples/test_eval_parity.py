@@ -38,6 +38,10 @@ def qa_eval(files, model, out):
             "--doc_stride", 24], 37
 
 
+def qa_beam_search_eval(files, model, out):
+    return qa_eval(files, model, out)
+
+
 def translation_eval(files, model, out):
     return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
             "--source_lang", "en", "--target_lang", "de", "--max_source_length", 32, "--val_max_target_length", 24,
@@ -105,16 +109,17 @@ def object_detection_eval(files, model, out):
             "--per_device_eval_batch_size", 4], 30
 
 
-EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "translation": translation_eval,
+EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "qa_beam_search": qa_beam_search_eval,
+             "translation": translation_eval,
              "summarization": summarization_eval, "image_classification": image_classification_eval,
              "multiple_choice": multiple_choice_eval, "mlm": mlm_eval,
              "semantic_segmentation": semantic_segmentation_eval,
              "object_detection": object_detection_eval, "audio_classification": audio_classification_eval,
              "wav2vec2_pretraining": wav2vec2_pretraining_eval, "mim": mim_eval, "fim": fim_eval}
 # Files of predictions that must be identical (same lines, same order) on 1 and 2 processes.
-PREDICTION_FILES = {"qa": "predictions.json", "translation": "generated_predictions.txt",
-                    "summarization": "generated_predictions.txt", "object_detection": "predictions.json",
-                    "fim": "infill_predictions.jsonl"}
+PREDICTION_FILES = {"qa": "predictions.json", "qa_beam_search": "predictions.json",
+                    "translation": "generated_predictions.txt", "summarization": "generated_predictions.txt",
+                    "object_detection": "predictions.json", "fim": "infill_predictions.jsonl"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in CHEAP else pytest.mark.slow) for n in SETUPS])
@@ -150,7 +155,7 @@ def test_evaluation_only_identical_on_1_and_2_processes(name, tmp_path):
     if name in PREDICTION_FILES:
         a, b = ((o / PREDICTION_FILES[name]).read_text(encoding="utf-8") for o in outputs)
         assert a == b
-        if name == "qa":
+        if name in ("qa", "qa_beam_search"):
             assert len(json.loads(a)) == 37
         elif name == "object_detection":
             assert {d["image_id"] for d in json.loads(a)} == set(range(100, 130))

@@ -41,6 +41,7 @@ import test_run_multiple_choice
 import test_run_ner
 import test_run_object_detection
 import test_run_qa
+import test_run_qa_beam_search
 import test_run_semantic_segmentation
 import test_run_summarization
 import test_run_translation
@@ -143,6 +144,24 @@ def qa_setup(directory):
                 "--output_dir", out]
 
     return "run_qa.py", command, 4, {"model": model, "train": train, "validation": validation}
+
+
+def qa_beam_search_setup(directory):
+    train = test_run_qa.write_json(directory / "train.json", test_run_qa.make_squad(100, 1))
+    rows = test_run_qa.flatten(test_run_qa.make_squad(15, 2, prefix="v"))
+    validation = test_run_qa.write_jsonl(directory / "validation.jsonl", rows)
+    texts = [row["question"] + " " + row["context"] for row in test_run_qa.flatten(test_run_qa.make_squad(100, 1))]
+    model = test_run_qa_beam_search.build_tiny_xlnet(directory / "model", texts)
+
+    def command(out):
+        # XLNet's beam-search head (dropout 0.1: the RNG state must be restored too); 160 questions split into
+        # features of 64 tokens, 16 per batch, 2 batches per optimizer step.
+        return ["--model_name_or_path", model, "--train_file", train, "--validation_file", validation,
+                "--max_train_samples", "160", "--num_train_epochs", "2", "--gradient_accumulation_steps", "2",
+                *test_run_qa_beam_search.TRAIN, "--checkpointing_steps", "4", "--resume_from_checkpoint", "latest",
+                "--output_dir", out]
+
+    return "run_qa_beam_search.py", command, 4, {"model": model, "train": train, "validation": validation}
 
 
 def translation_setup(directory):
@@ -325,7 +344,8 @@ def mim_setup(directory):
     return "run_mim.py", command, 5, {"train": directory / "train", "validation": directory / "validation"}
 
 
-SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "translation": translation_setup,
+SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "qa_beam_search": qa_beam_search_setup,
+          "translation": translation_setup,
           "summarization": summarization_setup, "image_classification": image_classification_setup,
           "multiple_choice": multiple_choice_setup, "mlm": mlm_setup,
           "semantic_segmentation": semantic_segmentation_setup,

@@ -44,7 +44,7 @@ import torch.nn.functional as F
 import transformers
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
-from accelerate.utils import ProjectConfiguration
+from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForUniversalSegmentation
 from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
@@ -489,6 +489,9 @@ def training_function(args):
         log_with=parse_report_to(args.report_to) if args.with_tracking else None,
         project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+        # A Swin backbone's last LayerNorm (for its pooled output) is outside the loss: DDP must accept parameters
+        # without a gradient (one more pass over the graph per step, on 2+ processes only).
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
     )
     setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
     seed = args.seed if args.seed is not None else 42

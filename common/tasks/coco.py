@@ -1,6 +1,7 @@
-"""COCO instance annotations: reading a COCO JSON file whose annotations carry a `segmentation` (polygons or RLE),
-checking every mask against its image before training, and masks as COCO RLE (pycocotools) (run_instance_segmentation;
-COCO's format: https://cocodataset.org/#format-data).
+"""COCO files: loading one and its categories (run_object_detection, run_instance_segmentation); reading a COCO
+instance file whose annotations carry a `segmentation` (polygons or RLE), checking every mask against its image
+before training, and masks as COCO RLE (pycocotools) (run_instance_segmentation; COCO's format:
+https://cocodataset.org/#format-data).
 
 A record is one image: {"image": path, "image_id", "file_name", "width", "height" (declared, or None until checked),
 "segmentations": [as in the file], "category_ids": [int], "iscrowd": [0/1], "annotation_ids": [id], "where": the file
@@ -19,27 +20,32 @@ from pycocotools import mask as mask_utils
 POLYGON_TOLERANCE = 1.0
 
 
-def load_coco_file(path):
+def load_coco_file(path, kind="COCO file"):
     """The parsed JSON object of a COCO file, with its 'images', 'annotations' and 'categories' lists.
 
+    Args:
+        path: the JSON file.
+        kind: what the messages call the expected file (e.g. "COCO detection file").
+
     Raises:
-        ValueError: naming the file when it is not UTF-8 JSON, not an object, or lacks one of the three lists.
+        ValueError: naming the file when it is missing, not UTF-8 JSON, not an object, or lacks one of the three
+            lists.
     """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"{path}: no such file.") from None
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 ({error.reason} at byte {error.start}); expected a UTF-8 COCO "
-                         "file.") from None
+        raise ValueError(f"{path}: not UTF-8 ({error.reason} at byte {error.start}); expected a UTF-8 "
+                         f"{kind}.") from None
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not a JSON file ({error}); expected a COCO file.") from error
+        raise ValueError(f"{path}: not a JSON file ({error}); expected a {kind}.") from error
     if not isinstance(data, dict):
         raise ValueError(f"{path}: holds a {type(data).__name__}; expected a COCO object with 'images', "
                          "'annotations' and 'categories'.")
     missing = [key for key in ("images", "annotations", "categories") if not isinstance(data.get(key), list)]
     if missing:
-        raise ValueError(f"{path}: missing or not a list: {missing}; expected a COCO file with 'images', "
+        raise ValueError(f"{path}: missing or not a list: {missing}; expected a {kind} with 'images', "
                          "'annotations' and 'categories'.")
     return data
 
@@ -79,7 +85,7 @@ def read_coco_instances(path, image_dir=None):
             without id/file_name, a duplicate image id, an annotation whose image_id is not an image's, whose
             category_id is not in `categories`, or without a segmentation.
     """
-    data = load_coco_file(path)
+    data = load_coco_file(path, kind="COCO instance-segmentation file")
     categories = read_coco_categories(path, data)
     base = Path(image_dir) if image_dir is not None else Path(path).resolve().parent
     records, by_id = [], {}

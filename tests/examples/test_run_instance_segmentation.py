@@ -175,3 +175,19 @@ def test_mnist_canvases_from_the_data_helper_train(tmp_path):
     results = read_results(out)
     assert results["eval_samples"] == 40
     assert results["eval_baseline_map_50"] is not None and results["eval_baseline_map_50"] < 0.1
+
+
+@pytest.mark.slow
+def test_maskformer_from_a_config_trains_and_scores(shapes_data, tmp_path):
+    """The other model type: MaskFormer (Swin backbone from its config, its DETR decoder at default size), 4 steps;
+    every validation image scored and the predictions re-score to the reported mAP."""
+    out = tmp_path / "out"
+    model = ["--model_type", "maskformer", "--image_size", str(SIDE), "--config_overrides",
+             "fpn_feature_size=32,mask_feature_size=32,backbone_config.embed_dim=8,backbone_config.depths=[1,1,1,1],"
+             "backbone_config.num_heads=[1,1,2,2],backbone_config.window_size=3"]
+    launch(SCRIPT, ["--train_file", shapes_data["train"], "--validation_file", shapes_data["validation"], *model,
+                    *COMMON, "--max_train_steps", "4", "--output_dir", out])
+    results = read_results(out)
+    assert results["eval_samples"] == 16 and results["train_steps"] == 4
+    assert rescored_map(out)[0] == pytest.approx(results["eval_map"], abs=1e-6)
+    assert json.loads((out / "config.json").read_text())["model_type"] == "maskformer"

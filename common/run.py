@@ -132,7 +132,7 @@ DATA_AND_MODEL_SETTING_FLAGS = (
     "label_column_index", "image_column_name", "audio_column_name", "question_column", "question_column_name",
     "context_column", "context_column_name", "answer_column_name", "choice_columns", "messages_column",
     "prompt_column", "completion_column", "image_subdir", "mask_subdir",
-    "id2label", "label_names", "reduce_labels", "ignore_index", "mask_threshold", "resize_image_to_mask",
+    "id2label", "label_names", "reduce_labels", "do_reduce_labels", "ignore_index", "mask_threshold", "resize_image_to_mask",
     "data_format", "keep_linebreaks", "line_by_line", "block_size", "max_length", "max_source_length",
     "max_target_length", "pad_to_max_length", "doc_stride", "label_all_tokens", "mlm_probability",
     "whole_word_mask", "image_size", "encoder_stride", "random_resized_crop_scale", "random_resized_crop_ratio",

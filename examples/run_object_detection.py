@@ -52,7 +52,6 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_OBJECT_DETECTION_MA
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_float, positive_int, validate_common_args
-from common.data import read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -65,6 +64,7 @@ from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, majority_label, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
+from common.tasks.coco import load_coco_file, read_coco_categories
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.images import open_image, to_rgb
 from common.tasks.labels import align_labels
@@ -218,25 +218,8 @@ def read_coco_json(path, image_dir=None):
             missing top-level key, an image without id/file_name, a duplicate image id, an annotation whose
             image_id is not an image's, whose category_id is not in `categories`, or whose bbox is not 4 numbers.
     """
-    text = read_flag_file(None, path)  # not UTF-8 / unreadable: the same message as every file a flag names
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not a JSON file ({error}); expected a COCO detection file.") from error
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: holds a {type(data).__name__}; expected a COCO object with 'images', "
-                         "'annotations' and 'categories'.")
-    missing = [key for key in ("images", "annotations", "categories") if not isinstance(data.get(key), list)]
-    if missing:
-        raise ValueError(f"{path}: missing or not a list: {missing}; expected a COCO detection file with 'images', "
-                         "'annotations' and 'categories'.")
-    categories = {}
-    for index, category in enumerate(data["categories"]):
-        if not isinstance(category, dict) or "id" not in category or "name" not in category:
-            raise ValueError(f"{path}: categories[{index}] = {category!r}; expected {{'id': int, 'name': str}}.")
-        if category["id"] in categories:
-            raise ValueError(f"{path}: categories[{index}]: category id {category['id']} appears twice.")
-        categories[category["id"]] = str(category["name"])
+    data = load_coco_file(path, kind="COCO detection file")  # common/tasks/coco.py, shared with instance masks
+    categories = read_coco_categories(path, data)
     base = Path(image_dir) if image_dir is not None else Path(path).resolve().parent
     records, by_id = [], {}
     for index, image in enumerate(data["images"]):

@@ -3,7 +3,8 @@ working directory, and in a copied script (`common/` copied beside it).
 
 Each metric is one folder, `common/metrics/<name>/<name>.py`, holding an `evaluate.Metric` subclass. Names follow
 the Hub's metrics where one exists (`glue`, `seqeval`, `squad`, `squad_v2`, `sacrebleu`, `rouge`, `accuracy`,
-`mean_iou`); `coco_map` and `perplexity` (per-sequence loss sums, not the Hub's model-based perplexity) are ours.
+`mean_iou`); `coco_map`, `coco_mask_map` and `perplexity` (per-sequence loss sums, not the Hub's model-based
+perplexity) are ours.
 Returned keys and scales are those of this repository's scripts (see each module's docstring).
 
 Use in a script, after `accelerator.gather_for_metrics`, on every process::

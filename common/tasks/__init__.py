@@ -4,6 +4,8 @@ a task's long readers and metrics that a reader adapting its script need not see
 - `common.tasks.audio`: audio files to mono waveforms at the model's rate (soundfile, scipy resampling), audio
   folders and listings, labels from file names, convolutional receptive fields (run_audio_classification,
   run_wav2vec2_pretraining).
+- `common.tasks.coco`: COCO files and their categories (run_object_detection, run_instance_segmentation); instance
+  files (polygons and RLE masks) read and checked against their images, masks as COCO RLE (run_instance_segmentation).
 - `common.tasks.config_overrides`: `--config_overrides` parsing, and a new config built from it by the config
   class (run_clm, run_image_classification, run_translation, run_summarization).
 - `common.tasks.conll`: CoNLL column files: format detection, reading, IOB tag schemes (run_ner).

@@ -109,17 +109,25 @@ def object_detection_eval(files, model, out):
             "--per_device_eval_batch_size", 4], 30
 
 
+def instance_segmentation_eval(files, model, out):
+    # 18 validation images, 4 per batch and process: the last round (2 processes) holds 2 images in 8 slots.
+    return ["--model_name_or_path", model, "--train_file", files["train"], "--validation_file", files["validation"],
+            "--per_device_eval_batch_size", 4], 18
+
+
 EVAL_ARGS = {"ner": ner_eval, "clm": clm_eval, "qa": qa_eval, "qa_beam_search": qa_beam_search_eval,
              "translation": translation_eval,
              "summarization": summarization_eval, "image_classification": image_classification_eval,
              "multiple_choice": multiple_choice_eval, "mlm": mlm_eval,
              "semantic_segmentation": semantic_segmentation_eval,
-             "object_detection": object_detection_eval, "audio_classification": audio_classification_eval,
+             "object_detection": object_detection_eval, "instance_segmentation": instance_segmentation_eval,
+             "audio_classification": audio_classification_eval,
              "wav2vec2_pretraining": wav2vec2_pretraining_eval, "mim": mim_eval, "fim": fim_eval}
 # Files of predictions that must be identical (same lines, same order) on 1 and 2 processes.
 PREDICTION_FILES = {"qa": "predictions.json", "qa_beam_search": "predictions.json",
                     "translation": "generated_predictions.txt", "summarization": "generated_predictions.txt",
-                    "object_detection": "predictions.json", "fim": "infill_predictions.jsonl"}
+                    "object_detection": "predictions.json", "instance_segmentation": "predictions.json",
+                    "fim": "infill_predictions.jsonl"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in CHEAP else pytest.mark.slow) for n in SETUPS])
@@ -161,6 +169,8 @@ def test_evaluation_only_identical_on_1_and_2_processes(name, tmp_path):
             assert {d["image_id"] for d in json.loads(a)} == set(range(100, 130))
         elif name == "fim":
             assert len(a.splitlines()) == one["eval_infill_samples"] == 13
+        elif name == "instance_segmentation":
+            assert {d["image_id"] for d in json.loads(a)} <= set(range(100, 118)) and json.loads(a)
         else:
             assert len(a.splitlines()) == 37
     print(f"{name}: {expected_samples} examples, eval batch {batch}/process; 1 and 2 processes: "

@@ -15,8 +15,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = ["run_glue.py", "run_ner.py", "run_clm.py", "run_qa.py", "run_translation.py", "run_summarization.py",
            "run_image_classification.py", "run_multiple_choice.py", "run_mlm.py",
-           "run_semantic_segmentation.py", "run_object_detection.py", "run_sft.py", "run_audio_classification.py",
-           "run_wav2vec2_pretraining.py", "run_mim.py", "run_fim.py", "run_qa_beam_search.py"]
+           "run_semantic_segmentation.py", "run_object_detection.py", "run_instance_segmentation.py", "run_sft.py",
+           "run_audio_classification.py", "run_wav2vec2_pretraining.py", "run_mim.py", "run_fim.py",
+           "run_qa_beam_search.py"]
 
 CHECK = """
 import contextlib, io, os, runpy, sys

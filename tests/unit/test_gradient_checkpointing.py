@@ -45,10 +45,10 @@ from common.fast_dropout import FastDropout, enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SCRIPTS = ["run_audio_classification", "run_clm", "run_fim", "run_glue", "run_image_classification", "run_mim",
-           "run_mlm", "run_multiple_choice", "run_ner", "run_object_detection", "run_qa", "run_qa_beam_search",
-           "run_semantic_segmentation", "run_sft",
-           "run_summarization", "run_translation", "run_wav2vec2_pretraining"]
+SCRIPTS = ["run_audio_classification", "run_clm", "run_fim", "run_glue", "run_image_classification",
+           "run_instance_segmentation", "run_mim", "run_mlm", "run_multiple_choice", "run_ner", "run_object_detection",
+           "run_qa", "run_qa_beam_search", "run_semantic_segmentation", "run_sft", "run_summarization",
+           "run_translation", "run_wav2vec2_pretraining"]
 P = 0.2  # every dropout of the tiny models (hidden, attention, stochastic depth where there is one)
 
 

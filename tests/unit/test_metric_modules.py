@@ -32,8 +32,8 @@ from conftest import OFFLINE_ENV, REPO
 
 PartialState()  # common.tasks.squad logs through accelerate's logger, which needs an initialised state
 
-ALL_METRICS = ["accuracy", "coco_map", "glue", "mean_iou", "perplexity", "rouge", "sacrebleu", "seqeval", "squad",
-               "squad_v2"]
+ALL_METRICS = ["accuracy", "coco_map", "coco_mask_map", "glue", "mean_iou", "perplexity", "rouge", "sacrebleu",
+               "seqeval", "squad", "squad_v2"]
 
 
 def same(a, b):

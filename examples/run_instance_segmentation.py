@@ -1,0 +1,589 @@
+"""Fine-tune, or train from scratch, an instance-segmentation model (Mask2Former, MaskFormer) with 🤗 Accelerate,
+without torchvision.
+
+Inputs: COCO instance files (`--train_file`/`--validation_file`: `images`, `annotations` with a `segmentation` as
+polygons or RLE, `categories`; read by `common.tasks.coco`), images looked up in `--image_dir` (default: beside the
+annotations) and converted to RGB whatever their mode. Every annotation is checked before training: a polygon outside
+its image, an RLE whose size differs from its image's, a category id not in `categories`, a missing or unreadable
+image stop the run with the file, the image and the annotation named. Categories become the model's labels in id
+order; `--do_reduce_labels` treats category id 0 as background (its annotations are not instances, and the other
+ids shift down by one), as transformers' `run_instance_segmentation_no_trainer.py` drops class 0.
+`examples/instance_segmentation_data.py` builds such files from MNIST digits and the Weizmann horses.
+
+Model: `AutoModelForUniversalSegmentation` with its own loss (Hungarian-matched class cross-entropy + mask binary
+cross-entropy + dice, Cheng et al., 2022), from `--model_name_or_path` (a new class head with
+`--ignore_mismatched_sizes`) or built from `--model_type` (+ `--config_overrides`; `backbone_config.<key>=<value>`
+sets the backbone's, a Swin built from its config: no timm, no Hub). Images go through the model's image processor
+(PIL backend), resized to `--image_size` x `--image_size`; each instance's binary mask is resized with them (nearest
+neighbour), so instances may overlap.
+
+Metric: COCO mask mAP (IoU 0.50:0.95), mAP@0.50, mAP@0.75, per-class mask AP (`eval_map_<class>`), by size, recall,
+and box mAP of the masks' boxes, through the 🤗 evaluate module `common/metrics/coco_mask_map` (pycocotools'
+COCOeval, iouType "segm"), scored in each original image's pixels after the image processor's
+`post_process_instance_segmentation` (every query with a non-empty mask, scored by class probability x mean mask
+probability). Baseline beside it: one whole-image mask per category present in the image, score 1.
+`predictions.json` holds the validation instances in COCO results format (RLE), `eval_ground_truth.json` the ground
+truth they are scored against.
+
+    accelerate launch examples/run_instance_segmentation.py \\
+        --model_name_or_path facebook/mask2former-swin-tiny-coco-instance --ignore_mismatched_sizes \\
+        --train_file train.json --validation_file validation.json --image_dir images --image_size 384 \\
+        --per_device_train_batch_size 8 --learning_rate 5e-5 --num_train_epochs 10 \\
+        --seed 42 --output_dir outputs/mask2former
+"""
+
+import argparse
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import transformers
+from accelerate import Accelerator, DataLoaderConfiguration
+from accelerate.logging import get_logger
+from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
+from transformers import AutoConfig, AutoImageProcessor, AutoModelForUniversalSegmentation
+from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+from common.adapters import apply_peft
+from common.args import add_common_args, positive_int, validate_common_args
+from common.dataloaders import build_eval_dataloader, build_train_dataloader
+from common.errors import run_script
+from common.fast_dropout import enable_fast_dropout
+from common.gradient_checkpointing import enable_gradient_checkpointing
+from common.launch import setup_run
+from common.metrics import load_metric
+from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.preemption import sigterm_checkpointing
+from common.reporting import baseline_results, progress_bar
+from common.run import TrainingRun
+from common.sampling import refuse_padding_flags
+from common.tasks.coco import check_instance_records, decode_rle, encode_masks, read_coco_instances
+from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
+from common.tasks.images import open_image, to_rgb
+from common.tasks.labels import align_labels
+from common.tracking import init_trackers, parse_report_to
+
+logger = get_logger(__name__)
+
+# Model types of AutoModelForUniversalSegmentation that train from a config here (their backbone is a Swin built
+# from its own config).
+MODEL_TYPES = ("mask2former", "maskformer")
+# Side of the square input of a model built from scratch when --image_size is not given (the anchor's 384 x 384).
+DEFAULT_SCRATCH_IMAGE_SIZE = 384
+BACKBONE_PREFIX = "backbone_config."
+# Metric keys copied from the coco_mask_map module into the results (per-class AP is added as map_<class name>).
+METRIC_KEYS = ("map", "map_50", "map_75", "map_small", "map_medium", "map_large", "mar_1", "mar_10", "mar_100",
+               "box_map", "box_map_50", "box_map_75")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser, file_extensions=("json",))
+    task = parser.add_argument_group("instance segmentation")
+    task.add_argument("--image_dir", type=str, default=None,
+                      help="Folder of the images named by the COCO files' `file_name` (default: each file's folder).")
+    task.add_argument("--model_type", type=str, default=None, choices=MODEL_TYPES,
+                      help="Train a new model of this type from scratch (its default config, a Swin backbone built "
+                      "from its config, changed by --config_overrides).")
+    task.add_argument(
+        "--config_overrides", type=str, default=None,
+        help="For a model trained from scratch: comma-separated key=value pairs applied to its config, values in "
+        "JSON; keys starting with 'backbone_config.' set the backbone's config, e.g. \"hidden_dim=64,num_queries=10,"
+        "backbone_config.embed_dim=24,backbone_config.depths=[1,1,1,1]\".",
+    )
+    task.add_argument("--image_processor_name", type=str, default=None,
+                      help="Image processor name or path, if not the model's. A model trained from scratch gets its "
+                      "model type's processor (ImageNet mean and std).")
+    task.add_argument("--image_size", type=positive_int, default=None,
+                      help="Resize every image (and its masks) to N x N pixels. Default: the image processor's own "
+                      f"size; {DEFAULT_SCRATCH_IMAGE_SIZE} for a model trained from scratch.")
+    task.add_argument("--do_reduce_labels", action="store_true",
+                      help="Category id 0 is background: its annotations are dropped and the model's labels are the "
+                      "other categories (ids shifted down by one), as transformers' example drops class 0.")
+    task.add_argument("--horizontal_flip", action=argparse.BooleanOptionalAction, default=False,
+                      help="Flip training images and their masks left-right with probability 0.5 (transformers' "
+                      "example does; off by default: it changes digits and text).")
+    task.add_argument("--ignore_mismatched_sizes", action="store_true",
+                      help="Replace a checkpoint's class head whose labels differ from the data's.")
+    args = parser.parse_args(argv)
+    if args.test_file is not None:
+        parser.error("--test_file is not supported by this script; score annotated images with --validation_file.")
+    if args.dataset_name is not None:
+        parser.error("--dataset_name: the Hub layout (image + semantic/instance PNG) is not read yet; give COCO "
+                     "files with --train_file/--validation_file.")
+    if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
+        parser.error("Give --model_name_or_path (a local folder or Hub id), or --model_type/--config_name to train "
+                     "a new model from scratch.")
+    if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
+        parser.error("--model_type/--config_overrides build a new model; do not combine them with "
+                     "--model_name_or_path.")
+    return args
+
+
+def validate_args(args):
+    """`common.args.validate_common_args` (output dir, Hub, model sources, the COCO files); --image_dir must exist;
+    --group_by_length and --pad_to_multiple_of are refused.
+
+    Raises:
+        ValueError: naming the flag and what was expected.
+    """
+    if args.image_dir is not None and not os.path.isdir(args.image_dir):
+        raise ValueError(f"--image_dir {args.image_dir}: no such folder.")
+    validate_common_args(args)
+    refuse_padding_flags(args, "images are resized by the image processor, not padded by length")
+
+
+# ----------------------------------------------------------------------------------------------------- reading
+def load_image(path):
+    """Decodes one image to 8-bit RGB (`common.tasks.images`), EXIF orientation applied; ValueError names the file."""
+    image, name = open_image(path)
+    try:
+        return to_rgb(image)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{name}: {error}") from error
+
+
+def load_raw_datasets(args):
+    """The training and validation records and the categories, every image and mask checked
+    (`common.tasks.coco.check_instance_records`).
+
+    Returns:
+        (splits, categories, sources): splits {"train": records or absent, "validation": records}; categories a list
+        of (category id, name) sorted by id (without id 0 under --do_reduce_labels); sources {split: "--flag value"}.
+
+    Raises:
+        ValueError: naming the flag and file when a split cannot be read, the two files' categories differ, two
+            categories share a name, or --do_reduce_labels is given and no category has id 0.
+    """
+    splits, sources, categories = {}, {}, {}
+    for split in ("train", "validation"):
+        path = getattr(args, f"{split}_file")
+        if path is None:
+            continue
+        sources[split] = f"--{split}_file {path}"
+        try:
+            splits[split], categories[split] = read_coco_instances(path, args.image_dir)
+        except ValueError as error:
+            raise ValueError(f"{sources[split]}: {error}") from None
+    if "validation" not in splits:
+        raise ValueError("No validation data: give --validation_file; instance segmentation is scored on annotated "
+                         "images.")
+    train_categories = categories.get("train", categories["validation"])
+    if categories["validation"] != train_categories:
+        raise ValueError(f"{sources['validation']}: its categories {categories['validation']} differ from those of "
+                         f"{sources['train']} {train_categories}; both files must list the same categories.")
+    first = sources["train" if "train" in sources else "validation"]
+    if args.do_reduce_labels:
+        if 0 not in dict(train_categories):
+            raise ValueError(f"--do_reduce_labels: {first} has no category with id 0 (the background it removes); "
+                             f"its categories are {train_categories}.")
+        train_categories = [(c, name) for c, name in train_categories if c != 0]
+    names = [name for _, name in train_categories]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{first}: two categories share a name ({train_categories}); names must be unique (they "
+                         "become the model's labels).")
+    if args.max_train_samples is not None and "train" in splits:
+        splits["train"] = splits["train"][: args.max_train_samples]
+    if args.max_eval_samples is not None:
+        splits["validation"] = splits["validation"][: args.max_eval_samples]
+    kept = dict(train_categories)
+    for split, records in splits.items():
+        if not records:
+            raise ValueError(f"{sources[split]}: no images.")
+        negatives = check_instance_records(records, sources[split], load_image)
+        if args.do_reduce_labels:  # background annotations are not instances
+            for record in records:
+                keep = [k for k, c in enumerate(record["category_ids"]) if c in kept]
+                for key in ("rles", "areas", "boxes", "category_ids", "iscrowd", "annotation_ids"):
+                    record[key] = [record[key][k] for k in keep]
+        if negatives:
+            logger.info(f"{sources[split]}: {negatives} of {len(records)} images have no instance (kept)")
+    return splits, train_categories, sources
+
+
+# ------------------------------------------------------------------------------------------------ transforms
+class InstanceDataset(torch.utils.data.Dataset):
+    """The records of one split, turned on access into model inputs by `transform(record, index)`."""
+
+    def __init__(self, records, transform):
+        self.records, self.transform = records, transform
+
+    def __len__(self):
+        return len(self.records)
+
+    def __getitem__(self, index):
+        return self.transform(self.records[index], index)
+
+
+def resized_extent(pixel_mask):
+    """(height, width) of the image inside a processor's (possibly padded) input, from its (H, W) pixel mask."""
+    return int(pixel_mask.any(dim=1).sum()), int(pixel_mask.any(dim=0).sum())
+
+
+class TrainTransform:
+    """Decode to RGB, flip (with --horizontal_flip: p=0.5, drawn from (seed, epoch, image index), so it does not depend
+    on the number of processes or a resume), the image processor (resize, normalise, pad), and each non-crowd
+    instance's mask resized to the image's resized extent (nearest neighbour) and padded like it.
+
+    Returns per image: {"pixel_values": (3, H, W), "pixel_mask": (H, W), "mask_labels": (instances, H, W) float,
+    "class_labels": (instances,) long}. Set `transform.epoch` before each epoch.
+    """
+
+    def __init__(self, image_processor, category_to_label, seed, horizontal_flip):
+        self.image_processor, self.category_to_label = image_processor, category_to_label
+        self.seed, self.horizontal_flip, self.epoch = seed % 2**32, horizontal_flip, 0
+
+    def __call__(self, record, index):
+        image = np.asarray(load_image(record["image"]))
+        keep = [k for k, crowd in enumerate(record["iscrowd"]) if not crowd]
+        masks = np.stack([decode_rle(record["rles"][k]) for k in keep]) if keep else np.zeros((0, *image.shape[:2]),
+                                                                                               dtype=bool)
+        if self.horizontal_flip and np.random.default_rng([self.seed, self.epoch, index]).random() < 0.5:
+            image, masks = image[:, ::-1].copy(), masks[:, :, ::-1].copy()
+        encoded = self.image_processor(images=[image], return_tensors="pt")
+        pixel_values = encoded["pixel_values"][0]
+        pixel_mask = encoded.get("pixel_mask")
+        pixel_mask = pixel_mask[0] if pixel_mask is not None else torch.ones(pixel_values.shape[-2:], dtype=torch.long)
+        height, width = resized_extent(pixel_mask)
+        mask_labels = torch.zeros(len(keep), *pixel_values.shape[-2:])
+        if keep:
+            resized = F.interpolate(torch.from_numpy(masks).float()[None], size=(height, width), mode="nearest")[0]
+            mask_labels[:, :height, :width] = resized
+        class_labels = torch.tensor([self.category_to_label[record["category_ids"][k]] for k in keep],
+                                    dtype=torch.long)
+        return {"pixel_values": pixel_values, "pixel_mask": pixel_mask, "mask_labels": mask_labels,
+                "class_labels": class_labels}
+
+
+class EvalTransform:
+    """Decode to RGB, then the image processor. Also returns `extent` = (height, width) of the resized image inside
+    the input and (height, width) of the input (the rest is padding), and the example's index."""
+
+    def __init__(self, image_processor):
+        self.image_processor = image_processor
+
+    def __call__(self, record, index):
+        encoded = self.image_processor(images=[load_image(record["image"])], return_tensors="pt")
+        pixel_values = encoded["pixel_values"][0]
+        pixel_mask = encoded.get("pixel_mask")
+        pixel_mask = pixel_mask[0] if pixel_mask is not None else torch.ones(pixel_values.shape[-2:], dtype=torch.long)
+        return {"pixel_values": pixel_values, "pixel_mask": pixel_mask,
+                "extent": torch.tensor([*resized_extent(pixel_mask), *pixel_values.shape[-2:]]), "index": index}
+
+
+def collate_fn(examples):
+    """Stacks examples into {"pixel_values": (batch, 3, H, W), "pixel_mask": (batch, H, W) long, and "mask_labels" /
+    "class_labels": lists of per-image tensors (training) or "extent": (batch, 4) and "index": (batch,) long
+    (evaluation)}.
+
+    Raises:
+        ValueError: when the images of one batch have different sizes (pass --image_size).
+    """
+    shapes = {tuple(e["pixel_values"].shape[-2:]) for e in examples}
+    if len(shapes) > 1:
+        raise ValueError(f"Images of different input sizes {sorted(shapes)} in one batch: pass --image_size.")
+    batch = {"pixel_values": torch.stack([e["pixel_values"] for e in examples]),
+             "pixel_mask": torch.stack([e["pixel_mask"] for e in examples])}
+    if "mask_labels" in examples[0]:
+        batch["mask_labels"] = [e["mask_labels"] for e in examples]
+        batch["class_labels"] = [e["class_labels"] for e in examples]
+    else:
+        batch["extent"] = torch.stack([e["extent"] for e in examples])
+        batch["index"] = torch.tensor([e["index"] for e in examples], dtype=torch.long)
+    return batch
+
+
+# ----------------------------------------------------------------------------------------------------- model
+def build_config(args):
+    """The model config: the checkpoint's, --config_name's, or --model_type's default, with --config_overrides
+    (`backbone_config.<key>` keys set the backbone's config; its `out_features` stay every stage).
+
+    Raises:
+        ValueError: naming --config_overrides and a key the config (or its backbone config) does not have.
+    """
+    if args.config_name or args.model_name_or_path:
+        config = AutoConfig.from_pretrained(args.config_name or args.model_name_or_path,
+                                            trust_remote_code=args.trust_remote_code)
+    else:
+        config = AutoConfig.for_model(args.model_type)
+    overrides = parse_config_overrides(args.config_overrides)
+    backbone_overrides = {k[len(BACKBONE_PREFIX):]: v for k, v in overrides.items() if k.startswith(BACKBONE_PREFIX)}
+    overrides = {k: v for k, v in overrides.items() if not k.startswith(BACKBONE_PREFIX)}
+    backbone = getattr(config, "backbone_config", None)
+    unknown = [key for key in overrides if not hasattr(config, key)]
+    unknown += [BACKBONE_PREFIX + key for key in backbone_overrides if backbone is None or not hasattr(backbone, key)]
+    if unknown:
+        raise ValueError(f"--config_overrides: {type(config).__name__} has no attribute(s) {unknown}.")
+    if backbone_overrides:
+        backbone = apply_config_overrides(backbone, None, backbone_overrides)
+        # The pixel decoder reads every stage's feature map: the rebuilt config's out_features (derived, by default
+        # the last stage only) become every stage again.
+        backbone = apply_config_overrides(backbone, None, {"out_features": list(backbone.stage_names[1:])})
+        overrides["backbone_config"] = backbone
+    return apply_config_overrides(config, None, overrides) if overrides else config
+
+
+def build_image_processor(args, config):
+    """The image processor, PIL backend (the default backend needs torchvision): --image_processor_name's or the
+    checkpoint's, else the model type's. With --image_size N (N = 384 for a model from scratch by default): resize to
+    N x N. Labels are never reduced by the processor (this script maps categories itself)."""
+    name = args.image_processor_name or args.model_name_or_path
+    if name is not None:
+        image_processor = AutoImageProcessor.from_pretrained(name, backend="pil",
+                                                             trust_remote_code=args.trust_remote_code)
+    else:
+        class_name = (IMAGE_PROCESSOR_MAPPING_NAMES.get(config.model_type) or {}).get(
+            "pil", "Mask2FormerImageProcessorPil")
+        image_processor = getattr(transformers, class_name)()
+    side = args.image_size or (DEFAULT_SCRATCH_IMAGE_SIZE if name is None else None)
+    if side is not None:
+        image_processor.size = {"height": side, "width": side}
+    image_processor.do_reduce_labels = False
+    return image_processor
+
+
+def load_model(args, config):
+    """`--model_name_or_path`'s weights with `config` (a new class head with --ignore_mismatched_sizes), or a new
+    model built from `config` (seeded by `setup_run`)."""
+    if args.model_name_or_path is not None:
+        return AutoModelForUniversalSegmentation.from_pretrained(
+            args.model_name_or_path, config=config, ignore_mismatched_sizes=args.ignore_mismatched_sizes,
+            trust_remote_code=args.trust_remote_code,
+        )
+    logger.info(f"Training a new {config.model_type} model from scratch")
+    return AutoModelForUniversalSegmentation.from_config(config, trust_remote_code=args.trust_remote_code)
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+def evaluate(model, dataloader, accelerator, image_processor, records, label_to_category, category_names):
+    """Segments every validation image and scores the instances with COCO mask mAP
+    (`common/metrics/coco_mask_map`, pycocotools' COCOeval "segm"; box mAP of the masks beside it).
+
+    Each process runs the model on its batches; `gather_for_metrics` gives every process the raw outputs (class
+    logits, mask logits) of every image exactly once. Ordered by image index, each image's mask logits are cut to
+    its resized extent (padding dropped) and post-processed by the image processor's
+    `post_process_instance_segmentation` (threshold 0: every query with a non-empty mask, its best class, score =
+    class probability x mean mask probability) at the original image's size. Every process computes the same metrics.
+
+    Returns:
+        (metrics, instances): metrics {"map", "map_50", ..., "box_map", "map_<class name>", "samples"} (fractions,
+        None where COCOeval reports -1: undefined); instances in COCO results format ({"image_id", "category_id",
+        "segmentation": RLE, "score"}), in image order.
+    """
+    model.eval()
+    gathered = {"class_queries_logits": [], "masks_queries_logits": [], "extent": [], "index": []}
+    for batch in progress_bar(dataloader, accelerator, "evaluate"):  # a bar on the main process
+        with torch.no_grad():
+            outputs = model(pixel_values=batch["pixel_values"], pixel_mask=batch["pixel_mask"])
+        values = accelerator.gather_for_metrics((outputs.class_queries_logits.float(),
+                                                 outputs.masks_queries_logits.float(), batch["extent"],
+                                                 batch["index"]))
+        for key, value in zip(gathered, values):
+            gathered[key].append(value.cpu())
+    gathered = {key: torch.cat(values) for key, values in gathered.items()}
+    predictions, references, instances = [], [], []
+    for position in torch.argsort(gathered["index"]).tolist():
+        record = records[int(gathered["index"][position])]
+        masks_logits = gathered["masks_queries_logits"][position]
+        # The mask logits cover the padded input at a lower resolution: keep the part over the image.
+        height, width, input_height, input_width = gathered["extent"][position].tolist()
+        rows = round(masks_logits.shape[-2] * height / input_height)
+        cols = round(masks_logits.shape[-1] * width / input_width)
+        outputs = SimpleNamespace(class_queries_logits=gathered["class_queries_logits"][position][None],
+                                  masks_queries_logits=masks_logits[None, :, :rows, :cols])
+        result = image_processor.post_process_instance_segmentation(
+            outputs, threshold=0.0, target_sizes=[(record["height"], record["width"])], return_binary_maps=True)[0]
+        segments = [s for s in result["segments_info"] if s["label_id"] in label_to_category]
+        keep = [k for k, s in enumerate(result["segments_info"]) if s["label_id"] in label_to_category]
+        binary = result["segmentation"][keep] if segments else torch.zeros(0, record["height"], record["width"])
+        rles = encode_masks(binary.numpy())
+        labels = [label_to_category[s["label_id"]] for s in segments]
+        scores = [float(s["score"]) for s in segments]
+        size = [record["height"], record["width"]]
+        predictions.append({"size": size, "masks": [r["counts"] for r in rles], "scores": scores, "labels": labels})
+        references.append(coco_reference(record))
+        instances += [{"image_id": record["image_id"], "category_id": c, "segmentation": r, "score": round(s, 5)}
+                      for r, c, s in zip(rles, labels, scores)]
+    result = load_metric("coco_mask_map", keep_in_memory=True).compute(predictions=predictions, references=references)
+    metrics = {key: result[key] for key in METRIC_KEYS}
+    for category, value in zip(result["classes"], result["map_per_class"]):
+        metrics[f"map_{category_names[category]}"] = value
+    metrics = defined_metrics(metrics)
+    metrics["samples"] = len(references)
+    return metrics, instances
+
+
+def coco_reference(record):
+    """A checked record's ground truth as the coco_mask_map module takes it."""
+    return {"size": [record["height"], record["width"]], "masks": [r["counts"] for r in record["rles"]],
+            "labels": record["category_ids"], "iscrowd": record["iscrowd"]}
+
+
+def defined_metrics(metrics):
+    """COCOeval's -1 ("undefined": no validation instance of that size range) as None (null in all_results.json,
+    left out of the trackers), with one log line naming the keys, so that -1 is never read as a score."""
+    undefined = [key for key, value in metrics.items() if value == -1]
+    if undefined:
+        logger.info(f"Undefined (no validation instance of that kind; COCOeval's -1), reported as null: {undefined}")
+    return {key: None if key in undefined else value for key, value in metrics.items()}
+
+
+def whole_image_baseline(records):
+    """The trivial baseline of instance segmentation: per validation image, one mask covering the whole image for each
+    category present in its ground truth (so it even knows which classes are there), score 1; scored by the same
+    coco_mask_map module as the model.
+
+    Returns:
+        `common.reporting.baseline_results`: {"baseline": its name, "eval_baseline_map", "eval_baseline_map_50",
+        "eval_baseline_map_75"} (None where undefined).
+    """
+    predictions, references = [], []
+    for record in records:
+        height, width = record["height"], record["width"]
+        categories = sorted(set(record["category_ids"]))
+        whole = encode_masks(np.ones((len(categories), height, width), dtype=np.uint8))
+        predictions.append({"size": [height, width], "masks": [r["counts"] for r in whole],
+                            "scores": [1.0] * len(categories), "labels": categories})
+        references.append(coco_reference(record))
+    result = load_metric("coco_mask_map", keep_in_memory=True).compute(predictions=predictions, references=references)
+    return baseline_results("one whole-image mask per category present in the image",
+                            defined_metrics({key: result[key] for key in ("map", "map_50", "map_75")}))
+
+
+def write_predictions(output_dir, instances, records, categories):
+    """Writes `predictions.json` (COCO results format, RLE masks) and `eval_ground_truth.json` (COCO format: the
+    validation images, their masks as RLE, the categories): `COCO("eval_ground_truth.json").loadRes(
+    "predictions.json")` re-scores them with pycocotools."""
+    images, annotations = [], []
+    for record in records:
+        images.append({"id": record["image_id"], "file_name": record["file_name"], "width": record["width"],
+                       "height": record["height"]})
+        for rle, category, area, box, crowd in zip(record["rles"], record["category_ids"], record["areas"],
+                                                   record["boxes"], record["iscrowd"]):
+            annotations.append({"id": len(annotations) + 1, "image_id": record["image_id"], "category_id": category,
+                                "segmentation": rle, "area": area, "bbox": box, "iscrowd": crowd})
+    truth = {"images": images, "annotations": annotations,
+             "categories": [{"id": category_id, "name": name} for category_id, name in categories]}
+    Path(output_dir, "eval_ground_truth.json").write_text(json.dumps(truth))
+    Path(output_dir, "predictions.json").write_text(json.dumps(instances))
+
+
+# -------------------------------------------------------------------------------------------------- training
+def training_function(args):
+    """Trains (or fine-tunes `--model_name_or_path`) an instance-segmentation model, evaluating COCO mask mAP after
+    every epoch; saves the model, its image processor, `all_results.json`, `eval_history.jsonl`, `predictions.json`
+    and `eval_ground_truth.json` in `--output_dir`.
+
+    Returns:
+        the `all_results.json` dict.
+    """
+    # The launch config decides devices and processes; these arguments decide accumulation, precision and
+    # trackers. `use_seedable_sampler`: an epoch's order depends on (seed, epoch) only, so resumes are exact.
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        mixed_precision=args.mixed_precision,
+        log_with=parse_report_to(args.report_to) if args.with_tracking else None,
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+        # A Swin backbone's last LayerNorm (for its pooled output) is outside the loss: DDP must accept parameters
+        # without a gradient (one more pass over the graph per step, on 2+ processes only).
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+    )
+    setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
+    seed = args.seed if args.seed is not None else 42
+
+    splits, categories, sources = load_raw_datasets(args)  # every image decoded and every mask checked
+    if "train" not in splits and args.max_train_steps != 0:
+        raise ValueError("No training data: give --train_file (or --max_train_steps 0 to only evaluate).")
+    config = build_config(args)
+    label2id = align_labels(config, [name for _, name in categories], args.model_name_or_path,
+                            args.ignore_mismatched_sizes)
+    category_to_label = {category_id: label2id[name] for category_id, name in categories}
+    label_to_category = {label: category_id for category_id, label in category_to_label.items()}
+    image_processor = build_image_processor(args, config)
+    model = load_model(args, config)
+    train_transform = TrainTransform(image_processor, category_to_label, seed, args.horizontal_flip)
+    train_dataset = InstanceDataset(splits["train"], train_transform) if "train" in splits else None
+    eval_dataset = InstanceDataset(splits["validation"], EvalTransform(image_processor))
+    train_dataloader = build_train_dataloader(args, train_dataset, collate_fn, accelerator)
+    eval_dataloader = build_eval_dataloader(args, eval_dataset, collate_fn)
+    baseline = whole_image_baseline(splits["validation"])  # needs only the masks and image sizes
+
+    # --use_peft: LoRA adapters, the task's heads trained in full (common/adapters.py)
+    model = apply_peft(model, args, modules_to_save=["class_predictor"], logger=logger)
+    if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
+        enable_fast_dropout(model)
+    if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
+        enable_gradient_checkpointing(model, accelerator)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
+    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+    plan = plan_training_steps(args, train_dataloader, accelerator)
+    lr_scheduler = build_lr_scheduler(
+        optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
+    )
+
+    model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
+        model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
+    )
+    init_trackers(accelerator, "instance_segmentation_no_trainer", args)  # the run's flags; steps = optimizer steps
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    logger.info(f"  Categories = {categories}; image processor size = {dict(image_processor.size)}")
+    if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
+        accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
+        run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
+
+    evaluation = None
+    for epoch in range(run.starting_epoch, run.num_train_epochs):
+        model.train()
+        # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
+        # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
+        train_dataloader.set_epoch(epoch)
+        # Resuming mid-epoch: skip the batches already trained on.
+        skip = run.batches_to_skip if epoch == run.starting_epoch else 0
+        active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
+        train_transform.epoch = epoch  # an image's flip depends on (seed, epoch, its index) only
+        for batch in active_dataloader:
+            # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
+            # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
+            with accelerator.accumulate(model):
+                loss = model(**batch).loss  # Hungarian-matched class cross-entropy + mask BCE + dice
+                accelerator.backward(loss)
+                optimizer.step()
+                lr_scheduler.step()
+                optimizer.zero_grad()
+            run.record_micro_batch(batch, loss)
+            # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
+            if accelerator.sync_gradients and run.after_optimizer_step(epoch):
+                break
+        evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
+                              label_to_category, dict(categories))
+        run.after_epoch(epoch, evaluation[0])  # log eval_*, eval_history.jsonl, epoch_N
+
+    if evaluation is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
+        evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
+                              label_to_category, dict(categories))
+    results = run.results(evaluation[0])  # eval_samples: the images scored, on any number of processes
+    results.update(baseline)  # eval_baseline_*
+    run.save(model, image_processor, results)  # model and all_results.json first: nothing below can lose them
+    if accelerator.is_main_process:
+        write_predictions(args.output_dir, evaluation[1], splits["validation"], categories)
+    run.end(results)  # all_results.json again, Hub push, end the trackers
+    return results
+
+
+def main(argv=None):
+    """Parses `argv` (default: sys.argv) and trains. `notebook_launcher(main, (argv,), num_processes=2)`
+    runs it from a notebook."""
+    args = parse_args(argv)
+    validate_args(args)
+    # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
+    with sigterm_checkpointing():
+        return training_function(args)
+
+
+if __name__ == "__main__":
+    run_script(main)  # the user's errors: one line, from one process (common/errors.py)

@@ -1,0 +1,193 @@
+"""End-to-end tests of examples/run_instance_segmentation.py, launched as a user would, offline.
+
+The data: 48 x 48 noisy dark images holding 1-3 filled shapes, squares ("square", category id 3) and discs ("disc",
+category id 7), possibly overlapping; squares annotated as polygons, discs as RLE (compressed or not), so both of
+COCO's mask forms go through the reader. A tiny Mask2Former (Swin backbone built from its config, hidden size 32,
+8 queries, 48 x 48 inputs) trains on them.
+"""
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from pycocotools import mask as mask_utils
+from pycocotools.coco import COCO
+from pycocotools.cocoeval import COCOeval
+
+from conftest import SHARED_DATA, launch, read_results
+
+SCRIPT = "run_instance_segmentation.py"
+CATEGORY_IDS = {"square": 3, "disc": 7}
+COLOURS = {"square": (220, 40, 40), "disc": (40, 60, 220)}
+SIDE = 48
+TINY_MASK2FORMER = [
+    "--model_type", "mask2former", "--image_size", str(SIDE), "--config_overrides",
+    "hidden_dim=32,num_queries=8,encoder_feedforward_dim=64,dim_feedforward=64,encoder_layers=1,decoder_layers=2,"
+    "num_attention_heads=2,feature_size=32,mask_feature_size=32,train_num_points=256,"
+    "backbone_config.embed_dim=8,backbone_config.depths=[1,1,1,1],backbone_config.num_heads=[1,1,2,2],"
+    "backbone_config.window_size=3",
+]
+COMMON = ["--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "4", "--learning_rate", "1e-3",
+          "--seed", "7"]
+# The model of the MNIST-canvas run of docs/run_instance_segmentation.md.
+MNIST_MASK2FORMER = [
+    "--model_type", "mask2former", "--image_size", "64", "--config_overrides",
+    "hidden_dim=64,num_queries=10,encoder_feedforward_dim=128,dim_feedforward=128,encoder_layers=2,decoder_layers=3,"
+    "num_attention_heads=4,feature_size=64,mask_feature_size=64,train_num_points=1024,backbone_config.embed_dim=16,"
+    "backbone_config.depths=[1,1,1,1],backbone_config.num_heads=[1,2,4,8],backbone_config.window_size=4",
+]
+
+
+def make_scene(rng):
+    """(PIL image, [(name, bool mask, polygon or None)]): 1-3 shapes on noise, later ones drawn over earlier ones
+    (each instance's mask is its whole shape, so masks may overlap)."""
+    noise = np.random.default_rng(rng.randint(0, 2**31)).integers(0, 60, size=(SIDE, SIDE, 3))
+    pixels = noise.astype(np.uint8)
+    yy, xx = np.mgrid[:SIDE, :SIDE]
+    objects = []
+    for _ in range(rng.choice((1, 2, 2, 3))):
+        name = rng.choice(sorted(COLOURS))
+        size = rng.randint(12, 22)
+        x, y = rng.randint(0, SIDE - size), rng.randint(0, SIDE - size)
+        if name == "square":
+            mask = (xx >= x) & (xx < x + size) & (yy >= y) & (yy < y + size)
+            polygon = [x, y, x + size, y, x + size, y + size, x, y + size]
+        else:
+            r = size / 2
+            mask = (xx + 0.5 - x - r) ** 2 + (yy + 0.5 - y - r) ** 2 <= r * r
+            polygon = None
+        pixels[mask] = COLOURS[name]
+        objects.append((name, mask, polygon))
+    return Image.fromarray(pixels), objects
+
+
+def write_instance_set(root, n, seed, name="annotations.json"):
+    """Writes n images to root/images and root/<name> (COCO: squares as polygons, discs as RLE, every other disc
+    uncompressed). Returns the annotation path."""
+    rng = random.Random(seed)
+    root = Path(root)
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    images, annotations = [], []
+    for i in range(n):
+        image, objects = make_scene(rng)
+        file_name = f"images/{Path(name).stem}_{i:03d}.png"
+        image.save(root / file_name)
+        images.append({"id": 100 + i, "file_name": file_name, "width": SIDE, "height": SIDE})
+        for label, mask, polygon in objects:
+            if polygon is not None:
+                segmentation = [polygon]
+            else:
+                rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
+                segmentation = {"size": [SIDE, SIDE], "counts": rle["counts"].decode("ascii")}
+                if len(annotations) % 2:  # uncompressed: run lengths in column-major order, starting with 0s
+                    flat = mask.T.reshape(-1).astype(np.uint8)
+                    changes = np.flatnonzero(np.diff(np.concatenate([[0], flat, [1 - flat[-1]]])))
+                    segmentation = {"size": [SIDE, SIDE], "counts": np.diff(np.concatenate([[0], changes])).tolist()}
+            annotations.append({"id": len(annotations) + 1, "image_id": 100 + i, "category_id": CATEGORY_IDS[label],
+                                "segmentation": segmentation, "area": int(mask.sum()), "iscrowd": 0})
+    categories = [{"id": i, "name": label} for label, i in sorted(CATEGORY_IDS.items(), key=lambda kv: kv[1])]
+    path = root / name
+    path.write_text(json.dumps({"images": images, "annotations": annotations, "categories": categories}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def shapes_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("instances")
+    return {"train": write_instance_set(root, 48, seed=1, name="train.json"),
+            "validation": write_instance_set(root, 16, seed=2, name="validation.json")}
+
+
+def train_args(data, out, *extra, epochs=2):
+    return ["--train_file", data["train"], "--validation_file", data["validation"], *TINY_MASK2FORMER, *COMMON,
+            "--num_train_epochs", str(epochs), "--output_dir", out, *extra]
+
+
+def rescored_map(out):
+    """mask mAP of the written predictions.json against eval_ground_truth.json, by pycocotools itself."""
+    truth = COCO(str(out / "eval_ground_truth.json"))
+    detections = json.loads((out / "predictions.json").read_text())
+    evaluator = COCOeval(truth, truth.loadRes(detections) if detections else COCO(), iouType="segm")
+    evaluator.evaluate()
+    evaluator.accumulate()
+    evaluator.summarize()
+    return evaluator.stats[0], evaluator.stats[1]
+
+
+def test_one_process_trains_scores_every_image_and_writes_coco_results(shapes_data, tmp_path):
+    """The fast set's one launch: 12 optimizer steps; every validation image scored; predictions.json re-scored by
+    pycocotools gives the reported mask mAP; the saved model and processor load."""
+    out = tmp_path / "out"
+    launch(SCRIPT, train_args(shapes_data, out, "--max_train_steps", "12"))
+    results = read_results(out)
+    assert results["eval_samples"] == 16 and results["train_steps"] == 12
+    for key in ("eval_map", "eval_map_50", "eval_box_map", "eval_map_square", "eval_map_disc", "eval_baseline_map_50"):
+        assert key in results, key
+    mask_map, mask_map_50 = rescored_map(out)
+    assert mask_map == pytest.approx(results["eval_map"], abs=1e-6)
+    assert mask_map_50 == pytest.approx(results["eval_map_50"], abs=1e-6)
+    from transformers import AutoImageProcessor, AutoModelForUniversalSegmentation
+
+    model = AutoModelForUniversalSegmentation.from_pretrained(out)
+    assert model.config.id2label == {0: "square", 1: "disc"}
+    assert AutoImageProcessor.from_pretrained(out, backend="pil").size == {"height": SIDE, "width": SIDE}
+
+
+@pytest.mark.slow
+def test_mask2former_learns_the_shapes_far_above_the_whole_image_baseline(shapes_data, tmp_path):
+    out = tmp_path / "out"
+    launch(SCRIPT, train_args(shapes_data, out, epochs=25))
+    results = read_results(out)
+    assert results["eval_map_50"] >= 0.5, results
+    assert results["eval_map_50"] > results["eval_baseline_map_50"] + 0.3, results
+
+
+@pytest.mark.slow
+def test_two_processes_score_the_same_images_as_one(shapes_data, tmp_path):
+    """Two processes: every validation image scored exactly once (gather_for_metrics drops the padding), the
+    written predictions re-score to the reported mAP."""
+    out = tmp_path / "out2"
+    launch(SCRIPT, train_args(shapes_data, out, "--max_train_steps", "6", "--per_device_train_batch_size", "4"),
+           num_processes=2)
+    results = read_results(out)
+    assert results["eval_samples"] == 16 and results["train_steps"] == 6
+    assert len({d["image_id"] for d in json.loads((out / "predictions.json").read_text())}) <= 16
+    assert rescored_map(out)[0] == pytest.approx(results["eval_map"], abs=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED_DATA / "mnist").is_dir(), reason="needs ../shared/data/mnist")
+def test_mnist_canvases_from_the_data_helper_train(tmp_path):
+    """The data helper's MNIST canvases (real digits) go through the script: 400 canvases, 3 epochs, every held-out
+    canvas scored."""
+    import instance_segmentation_data
+
+    data = tmp_path / "mnist"
+    instance_segmentation_data.build_mnist(SHARED_DATA / "mnist" / "t10k-images-idx3-ubyte.gz",
+                                           SHARED_DATA / "mnist" / "t10k-labels-idx1-ubyte.gz", data, 400, 40, 64, 0)
+    out = tmp_path / "out"
+    launch(SCRIPT, ["--train_file", data / "train.json", "--validation_file", data / "validation.json",
+                    "--image_dir", data / "images", *MNIST_MASK2FORMER, "--per_device_train_batch_size", "8",
+                    "--learning_rate", "5e-4", "--num_train_epochs", "3", "--seed", "0", "--output_dir", out])
+    results = read_results(out)
+    assert results["eval_samples"] == 40
+    assert results["eval_baseline_map_50"] is not None and results["eval_baseline_map_50"] < 0.1
+
+
+@pytest.mark.slow
+def test_maskformer_from_a_config_trains_and_scores(shapes_data, tmp_path):
+    """The other model type: MaskFormer (Swin backbone from its config, its DETR decoder at default size), 4 steps;
+    every validation image scored and the predictions re-score to the reported mAP."""
+    out = tmp_path / "out"
+    model = ["--model_type", "maskformer", "--image_size", str(SIDE), "--config_overrides",
+             "fpn_feature_size=32,mask_feature_size=32,backbone_config.embed_dim=8,backbone_config.depths=[1,1,1,1],"
+             "backbone_config.num_heads=[1,1,2,2],backbone_config.window_size=3"]
+    launch(SCRIPT, ["--train_file", shapes_data["train"], "--validation_file", shapes_data["validation"], *model,
+                    *COMMON, "--max_train_steps", "4", "--output_dir", out])
+    results = read_results(out)
+    assert results["eval_samples"] == 16 and results["train_steps"] == 4
+    assert rescored_map(out)[0] == pytest.approx(results["eval_map"], abs=1e-6)
+    assert json.loads((out / "config.json").read_text())["model_type"] == "maskformer"

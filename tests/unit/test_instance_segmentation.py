@@ -1,0 +1,171 @@
+"""Unit tests of instance segmentation's pieces on hand-made masks with hand-computed answers: `common.tasks.coco`
+(polygons and RLE to masks, their checks), the `coco_mask_map` evaluate module, the whole-image baseline of
+run_instance_segmentation.py and the MNIST canvases of examples/instance_segmentation_data.py."""
+
+import json
+
+import instance_segmentation_data
+import numpy as np
+import pytest
+import run_instance_segmentation as inst
+from pycocotools import mask as mask_utils
+
+from common.metrics import load_metric
+from common.tasks.coco import (
+    check_instance_records,
+    decode_rle,
+    encode_masks,
+    read_coco_instances,
+    segmentation_to_rle,
+)
+from conftest import SHARED_DATA
+
+
+def test_a_polygon_becomes_the_pixels_it_covers():
+    # The square with corners (2, 1) and (6, 4): pycocotools rasterises it to columns 2-5, rows 1-3 (4 x 3 pixels).
+    rle = segmentation_to_rle([[2, 1, 6, 1, 6, 4, 2, 4]], width=8, height=6, where="here")
+    mask = decode_rle(rle)
+    assert rle["size"] == [6, 8] and isinstance(rle["counts"], str)
+    assert mask.sum() == 12 and mask[1:4, 2:6].all()
+
+
+def test_compressed_and_uncompressed_rle_give_the_same_mask():
+    mask = np.zeros((5, 4), dtype=bool)
+    mask[1:3, 1:4] = True
+    compressed = encode_masks(mask[None])[0]
+    # Uncompressed counts: run lengths over the column-major pixels, starting with the 0s: column 0 is all 0 (5),
+    # then columns 1-3 each hold 0, 1, 1, 0, 0.
+    counts = [6, 2, 3, 2, 3, 2, 2]
+    assert sum(counts) == 20
+    uncompressed = segmentation_to_rle({"size": [5, 4], "counts": counts}, width=4, height=5, where="here")
+    assert np.array_equal(decode_rle(uncompressed), mask)
+    assert np.array_equal(decode_rle(segmentation_to_rle(compressed, 4, 5, "here")), mask)
+
+
+@pytest.mark.parametrize("segmentation, message", [
+    ([[0, 0, 9.5, 0, 9.5, 3]], r"here: polygon 0 lies outside the 8 x 6 image \(x 0\.\.9\.5, y 0\.\.3\)"),
+    ([[0, 0, 4, 0]], r"here: polygon 0 has 4 coordinates; expected an even number, at least 6"),
+    ({"size": [6, 7], "counts": "abc"},
+     r"here: RLE size \[6, 7\] \(height, width\) differs from the image's \[6, 8\]"),
+    ({"size": [6, 8], "counts": [40]}, r"here: uncompressed RLE counts sum to 40; expected height x width = 48"),
+    ("mask.png", r"here: segmentation mask\.png; expected polygons"),
+])
+def test_bad_segmentations_are_named(segmentation, message):
+    with pytest.raises(ValueError, match=message):
+        segmentation_to_rle(segmentation, width=8, height=6, where="here")
+
+
+def test_a_vertex_within_one_pixel_of_the_border_is_kept():
+    rle = segmentation_to_rle([[0, 0, 8.8, 0, 8.8, 6, 0, 6]], width=8, height=6, where="here")
+    assert decode_rle(rle).all()
+
+
+def test_reader_and_checks_on_a_file(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (8, 6)).save(tmp_path / "a.png")
+    data = {"images": [{"id": 5, "file_name": "a.png", "width": 8, "height": 6},
+                       {"id": 6, "file_name": "a.png"}],
+            "annotations": [{"id": 1, "image_id": 5, "category_id": 2, "segmentation": [[2, 1, 6, 1, 6, 4, 2, 4]]}],
+            "categories": [{"id": 2, "name": "box"}]}
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(data))
+    records, categories = read_coco_instances(path)
+    assert categories == [(2, "box")]
+    negatives = check_instance_records(records, "--train_file a.json", inst.load_image)
+    assert negatives == 1
+    assert records[0]["areas"] == [12.0] and records[0]["boxes"] == [[2.0, 1.0, 4.0, 3.0]]
+    assert (records[1]["width"], records[1]["height"]) == (8, 6)  # undeclared sizes come from the image
+    data["annotations"][0]["segmentation"] = [[2, 1, 2, 1, 2, 1]]  # a polygon of no area
+    path.write_text(json.dumps(data))
+    records, _ = read_coco_instances(path)
+    with pytest.raises(ValueError, match=r"annotation id 1: the mask has no pixel"):
+        check_instance_records(records, "--train_file a.json", inst.load_image)
+
+
+def masks(*boxes, size=(10, 10)):
+    """Compressed RLE counts of rectangles given as (row0, row1, col0, col1), end-exclusive."""
+    array = np.zeros((len(boxes), *size), dtype=np.uint8)
+    for k, (r0, r1, c0, c1) in enumerate(boxes):
+        array[k, r0:r1, c0:c1] = 1
+    return [r["counts"] for r in encode_masks(array)]
+
+
+def test_coco_mask_map_hand_computed():
+    """Two truths (class 1: 5 x 5 at the top left; class 2: 5 x 5 at the bottom right); one prediction of class 1,
+    5 x 4 inside the first: IoU 20/25 = 0.8, a hit at the 7 thresholds 0.50-0.80 of 10: class 1 AP 0.7, class 2
+    (missed) AP 0: map 0.35, map_50 = map_75 = 0.5. Its box [0, 0, 4, 5] has the same IoU with the truth's box."""
+    metric = load_metric("coco_mask_map", keep_in_memory=True)
+    result = metric.compute(
+        predictions=[{"size": [10, 10], "masks": masks((0, 5, 0, 4)), "scores": [0.9], "labels": [1]}],
+        references=[{"size": [10, 10], "masks": masks((0, 5, 0, 5), (5, 10, 5, 10)), "labels": [1, 2]}])
+    assert result["map"] == pytest.approx(0.35) and result["map_50"] == pytest.approx(0.5)
+    assert result["map_75"] == pytest.approx(0.5)
+    assert result["classes"] == [1, 2] and result["map_per_class"] == pytest.approx([0.7, 0.0])
+    assert result["box_map"] == pytest.approx(0.35) and result["box_map_50"] == pytest.approx(0.5)
+    assert result["map_medium"] == -1  # no truth of 32² px or more: undefined
+
+
+def test_coco_mask_map_scores_masks_not_boxes():
+    """A truth of two diagonal 5 x 5 blocks (top left, bottom right) and a prediction of the other two: both boxes
+    are the whole 10 x 10 image (box AP 1), the masks do not overlap (mask AP 0)."""
+    truth = np.zeros((1, 10, 10), dtype=np.uint8)
+    truth[0, :5, :5] = truth[0, 5:, 5:] = 1
+    other = 1 - truth
+    result = load_metric("coco_mask_map", keep_in_memory=True).compute(
+        predictions=[{"size": [10, 10], "masks": [r["counts"] for r in encode_masks(other)], "scores": [1.0],
+                      "labels": [0]}],
+        references=[{"size": [10, 10], "masks": [r["counts"] for r in encode_masks(truth)], "labels": [0]}])
+    assert result["map"] == 0.0 and result["box_map"] == pytest.approx(1.0)
+
+
+def test_coco_mask_map_checks_its_inputs():
+    metric = load_metric("coco_mask_map", keep_in_memory=True)
+    with pytest.raises(ValueError, match=r"coco_mask_map: predictions of image 0 hold different numbers of entries"):
+        metric.compute(predictions=[{"size": [10, 10], "masks": masks((0, 5, 0, 4)), "scores": [0.9, 0.8],
+                                     "labels": [1]}],
+                       references=[{"size": [10, 10], "masks": masks((0, 5, 0, 5)), "labels": [1]}])
+
+
+def test_whole_image_baseline_hand_computed():
+    """One image with a 5 x 5 truth of class 1 on 10 x 10: the whole-image mask has IoU 25/100 = 0.25, below
+    every threshold: AP 0. A truth covering 60 of 100 pixels: IoU 0.6, a hit at 0.50, 0.55, 0.60: map 0.3."""
+    def record(rows):
+        array = np.zeros((1, 10, 10), dtype=np.uint8)
+        array[0, :rows, :] = 1
+        return {"height": 10, "width": 10, "rles": encode_masks(array), "category_ids": [1], "iscrowd": [0]}
+    small = {**record(1), "rles": [encode_masks(np.pad(np.ones((1, 5, 5)), ((0, 0), (0, 5), (0, 5))))[0]]}
+    assert inst.whole_image_baseline([small])["eval_baseline_map_50"] == 0.0
+    large = inst.whole_image_baseline([record(6)])
+    assert large["eval_baseline_map_50"] == pytest.approx(1.0) and large["eval_baseline_map"] == pytest.approx(0.3)
+    assert large["baseline"] == "one whole-image mask per category present in the image"
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "mnist").is_dir(), reason="needs ../shared/data/mnist")
+def test_mnist_canvases_hold_2_to_5_real_digits_with_their_own_pixels(tmp_path):
+    counts = instance_segmentation_data.build_mnist(
+        SHARED_DATA / "mnist" / "t10k-images-idx3-ubyte.gz", SHARED_DATA / "mnist" / "t10k-labels-idx1-ubyte.gz",
+        tmp_path, train_size=20, validation_size=10, canvas_size=64, seed=3)
+    assert counts == {"train": 20, "validation": 10}
+    from PIL import Image
+
+    for split, n in counts.items():
+        data = json.loads((tmp_path / f"{split}.json").read_text())
+        assert [c["name"] for c in data["categories"]] == [str(d) for d in range(10)]
+        assert len(data["images"]) == n
+        per_image = {}
+        for annotation in data["annotations"]:
+            per_image.setdefault(annotation["image_id"], []).append(annotation)
+        assert all(2 <= len(a) <= 5 for a in per_image.values()) and len(per_image) == n
+        for image in data["images"][:3]:
+            pixels = np.asarray(Image.open(tmp_path / "images" / image["file_name"]))
+            union = np.zeros_like(pixels, dtype=bool)
+            for annotation in per_image[image["id"]]:
+                rle = annotation["segmentation"]
+                mask = decode_rle(rle)
+                assert mask.sum() == annotation["area"] > 0
+                assert (pixels[mask] > 127).all()  # a digit's mask lies on ink
+                assert mask_utils.toBbox({"size": rle["size"], "counts": rle["counts"].encode()}).tolist() == \
+                    annotation["bbox"]
+                union |= mask
+            assert ((pixels > 127) == union).all()  # every ink pixel belongs to a digit

@@ -60,6 +60,21 @@ def positive_int(value):
     return number
 
 
+def non_negative_float(value):
+    """argparse `type=` for a finite number >= 0 (`--max_grad_norm 0` means no clipping).
+
+    Raises:
+        argparse.ArgumentTypeError: when `value` is not a number, or is negative, infinite or NaN.
+    """
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}") from None
+    if not 0 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a value >= 0, got {value}")
+    return number
+
+
 def non_negative_int(value):
     """argparse `type=` for an integer >= 0 (`--max_train_steps 0` means evaluation only).
 
@@ -219,7 +234,20 @@ def add_training_args(parser):
         choices=list(OPTIMIZER_CHOICES),
         help="AdamW implementation (same update, different kernels): adamw_torch = torch's default (for-each on "
         "GPU, a per-tensor loop on CPU), adamw_torch_foreach = multi-tensor, adamw_torch_fused = one fused kernel "
-        "(CPU, CUDA, MPS, XPU).",
+        "(CPU, CUDA, MPS, XPU). schedule_free_adamw: another update, schedule-free AdamW (the schedulefree package; "
+        "Defazio et al. 2024): no learning-rate schedule (--lr_scheduler_type must be linear or constant and is not "
+        "used), its own warmup of --num_warmup_steps, evaluation and the saved model use its averaged weights.",
+    )
+    group.add_argument("--adam_beta1", type=float, default=0.9, help="AdamW's beta1 (first-moment decay).")
+    group.add_argument("--adam_beta2", type=float, default=0.999, help="AdamW's beta2 (second-moment decay).")
+    group.add_argument("--adam_epsilon", type=non_negative_float, default=1e-8, help="AdamW's epsilon.")
+    group.add_argument(
+        "--max_grad_norm",
+        type=non_negative_float,
+        default=0.0,
+        help="Clip the gradient norm of each optimizer step (its whole accumulation window, all processes) to this "
+        "value; 0 = no clipping (as the transformers no_trainer examples; the Trainer's default is 1.0). The norm "
+        "before clipping is logged as grad_norm either way.",
     )
     group.add_argument(
         "--fast_dropout",
@@ -558,6 +586,7 @@ def validate_common_args(args):
         ValueError: naming the flag (and file) and what was expected.
     """
     check_peft_args(args)  # --use_peft needs peft; the LoRA-only flags need --use_peft
+    check_optimizer_args(args)
     if args.dataset_name is None and args.train_file is None and args.validation_file is None:
         raise ValueError("Need either --dataset_name or --train_file/--validation_file (local data files).")
     extensions = getattr(args, "file_extensions", ())
@@ -591,6 +620,29 @@ def validate_common_args(args):
         raise ValueError(reuse_cpu_memory_unsupported())
     check_push_to_hub(args)
     check_output_dir(args)
+
+
+def check_optimizer_args(args):
+    """`--adam_beta1` / `--adam_beta2` in [0, 1); `--optim schedule_free_adamw` only with `--lr_scheduler_type`
+    linear (the default) or constant, and with the `schedulefree` package installed.
+
+    Raises:
+        ValueError: naming the flag and the value expected.
+    """
+    for flag in ("adam_beta1", "adam_beta2"):
+        value = getattr(args, flag, 0.9)
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"--{flag} {value}: expected a value in [0, 1).")
+    if getattr(args, "optim", None) == "schedule_free_adamw":
+        if getattr(args, "lr_scheduler_type", "linear") not in ("linear", "constant"):
+            raise ValueError(f"--lr_scheduler_type {args.lr_scheduler_type} with --optim schedule_free_adamw: "
+                             "schedule-free AdamW replaces the learning-rate schedule (it keeps --learning_rate "
+                             "after its --num_warmup_steps warmup); leave --lr_scheduler_type out or give constant.")
+        try:
+            import schedulefree  # noqa: F401
+        except ImportError:
+            raise ValueError("--optim schedule_free_adamw needs the schedulefree package: pip install "
+                             "schedulefree (requirements.txt pins it).") from None
 
 
 def apply_tracking_flags(args):

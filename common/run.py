@@ -45,6 +45,7 @@ One definition of each run quantity (README, "Tracking and outputs"):
 """
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -114,6 +115,9 @@ RUN_SETTING_FLAGS = (
     "min_gumbel_temperature",
     "gumbel_temperature_decay",
     "max_grad_norm",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
 )
 _LORA_FLAGS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_modules_to_save")
 # Not recorded: --num_train_epochs / --max_train_steps (continuing a run to more steps is a common, deliberate
@@ -222,6 +226,17 @@ def check_run_settings(checkpoint, current, ignore_mismatch=False):
     return differences
 
 
+def current_learning_rate(optimizer):
+    """The rate the next optimizer step uses, of the first parameter group: its `lr`; for schedule-free AdamW
+    (`schedulefree`, whose `lr` is the constant peak) the peak times its warmup factor of the next step,
+    min(1, (k + 1) / warmup_steps) after k steps, as its `step()` computes it."""
+    group = optimizer.param_groups[0]
+    if "warmup_steps" in group and "k" in group:  # schedulefree's groups
+        warmup = group["warmup_steps"]
+        return group["lr"] * (min(1.0, (group["k"] + 1) / warmup) if warmup else 1.0)
+    return group["lr"]
+
+
 def what_ran(accelerator):
     """The `all_results.json` keys that say what ran the job: `common.hardware.host_info` (device, bf16 native or
     emulated, threads, heap reuse) and, with `--fast_dropout`, `common.fast_dropout.fast_dropout_report` (what it
@@ -279,7 +294,10 @@ class TrainingRun:
         self._window_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
         self._window_micro_batches = 0
         self._samples_in_done_epochs = 0  # real samples, all processes
-        self._next_lr = optimizer.param_groups[0]["lr"]
+        self._next_lr = current_learning_rate(optimizer)
+        # The step's gradient norm before clipping, as `accelerator.clip_grad_norm_` returned it (the script sets it
+        # when gradients are synced; a tensor, read only when logged: no host sync otherwise).
+        self.grad_norm = None
         self._preempt_after_epoch = False
         self._start = time.perf_counter()
         self.progress_bar = None
@@ -373,7 +391,7 @@ class TrainingRun:
             self._carried["samples"] -= epoch_samples
             self._epoch_loss_before_resume = totals.get("epoch_loss_sum", 0.0)
             self._epoch_micro_batches_before_resume = totals.get("epoch_micro_batches", 0)
-        self._next_lr = self.optimizer.param_groups[0]["lr"]  # restored with the optimizer state
+        self._next_lr = current_learning_rate(self.optimizer)  # restored with the optimizer state
         if self.streaming:  # the stream continues at its saved position: nothing to skip
             self.train_dataloader.load_stream_state_dict(
                 load_stream_state(checkpoint, self.accelerator.process_index))
@@ -393,6 +411,12 @@ class TrainingRun:
             path.write_text("".join(line + "\n" for line in kept))
 
     # ----- the loop's hooks -----
+    @property
+    def max_grad_norm(self):
+        """The `max_norm` to give `accelerator.clip_grad_norm_`: `--max_grad_norm`, or infinity when it is 0 (or
+        absent): the norm is then measured and logged, the gradients left as they are."""
+        return getattr(self.args, "max_grad_norm", 0.0) or math.inf
+
     @property
     def finished(self):
         """True once `max_train_steps` optimizer steps are done."""
@@ -434,7 +458,7 @@ class TrainingRun:
         """
         self.completed_steps += 1
         pause_here(self.accelerator, ("after_step", self.completed_steps))  # EXAMPLES_PAUSE_AT (tests)
-        learning_rate, self._next_lr = self._next_lr, self.optimizer.param_groups[0]["lr"]
+        learning_rate, self._next_lr = self._next_lr, current_learning_rate(self.optimizer)
         stats = torch.stack([
             self._window_loss,
             torch.tensor(float(self._window_micro_batches), dtype=torch.float64, device=self._window_loss.device),
@@ -458,8 +482,11 @@ class TrainingRun:
             )
         self.progress_bar.set_postfix(loss=f"{step_loss:.4g}", lr=f"{learning_rate:.3g}", refresh=False)
         self.progress_bar.update(1)
+        grad_norm, self.grad_norm = self.grad_norm, None
         if self.args.with_tracking:
             logged = {"loss": step_loss, "learning_rate": learning_rate, **logs}
+            if grad_norm is not None and "grad_norm" not in logged:
+                logged["grad_norm"] = float(grad_norm)
             self.accelerator.log(logged, step=self.completed_steps)
         checkpointing_steps = self.args.checkpointing_steps
         if isinstance(checkpointing_steps, int) and self.completed_steps % checkpointing_steps == 0:

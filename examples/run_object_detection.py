@@ -59,7 +59,7 @@ from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
 from common.metrics import load_metric
 from common.models.efficientnet_lite import register_auto_classes
-from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, majority_label, progress_bar
 from common.run import TrainingRun
@@ -138,12 +138,7 @@ def parse_args(argv=None):
         default=True,
         help="Flip training images (and their boxes) left-right with probability 0.5.",
     )
-    task.add_argument(
-        "--max_grad_norm",
-        type=float,
-        default=0.1,
-        help="Clip the gradient norm to this value (DETR's recipe: 0.1); 0 turns clipping off.",
-    )
+    parser.set_defaults(max_grad_norm=0.1)  # --max_grad_norm (common/args.py): DETR's recipe clips to 0.1
     task.add_argument(
         "--ignore_mismatched_sizes",
         action="store_true",
@@ -165,8 +160,6 @@ def parse_args(argv=None):
     if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
         parser.error("--model_type/--config_overrides build a new model; do not combine them with "
                      "--model_name_or_path.")
-    if args.max_grad_norm < 0:
-        parser.error(f"--max_grad_norm {args.max_grad_norm}: expected a value >= 0 (0 = no clipping).")
     return args
 
 
@@ -892,7 +885,7 @@ def training_function(args):
     # --backbone_learning_rate: the backbone's parameters in groups of their own (DETR trains a pretrained backbone
     # at a tenth of the transformer's rate).
     lr_overrides = {"model.backbone.": args.backbone_learning_rate} if args.backbone_learning_rate else None
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim,
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args),
                                 lr_overrides=lr_overrides)
     # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
     plan = plan_training_steps(args, train_dataloader, accelerator)
@@ -913,6 +906,7 @@ def training_function(args):
     evaluation = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        optimizer.train()  # schedule-free AdamW trains at its interpolated weights (no-op for AdamW)
         # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
         # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
         train_dataloader.set_epoch(epoch)
@@ -926,8 +920,8 @@ def training_function(args):
             with accelerator.accumulate(model):
                 loss = model(**batch).loss  # DETR's Hungarian-matched class + L1 + GIoU loss
                 accelerator.backward(loss)
-                if accelerator.sync_gradients and args.max_grad_norm > 0:
-                    accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                if accelerator.sync_gradients:  # once per optimizer step: the window's gradient norm, clipped
+                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
@@ -935,10 +929,12 @@ def training_function(args):
             # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
             if accelerator.sync_gradients and run.after_optimizer_step(epoch):
                 break
+        optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
         evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
                               label_to_category, dict(categories))
         run.after_epoch(epoch, evaluation[0])  # log eval_*, eval_history.jsonl, epoch_N
 
+    optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
     if evaluation is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
                               label_to_category, dict(categories))

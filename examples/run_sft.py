@@ -46,7 +46,7 @@ from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
 from common.metrics import load_metric
-from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import progress_bar
 from common.run import TrainingRun
@@ -589,7 +589,7 @@ def training_function(args):
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))
     lr_scheduler = build_lr_scheduler(
         optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
@@ -605,6 +605,7 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        optimizer.train()  # schedule-free AdamW trains at its interpolated weights (no-op for AdamW)
         train_dataloader.set_epoch(epoch)  # an epoch's order depends on (seed, epoch) only
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0  # resuming mid-epoch
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
@@ -615,16 +616,20 @@ def training_function(args):
                 # lets examples attend to each other (tests/examples/test_run_sft.py shows it).
                 loss = model(**batch, use_cache=False).loss
                 accelerator.backward(loss)
+                if accelerator.sync_gradients:  # once per optimizer step: the window's gradient norm, clipped
+                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
             run.record_micro_batch(batch, loss)
             if accelerator.sync_gradients and run.after_optimizer_step(epoch):  # progress, log, step_N, SIGTERM
                 break
+        optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
         eval_metrics.update(generation_eval(args, model, tokenizer, eval_conversations, accelerator, epoch))
         run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 
+    optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0: the model as loaded, e.g. zero-shot)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
         eval_metrics.update(generation_eval(args, model, tokenizer, eval_conversations, accelerator, None))

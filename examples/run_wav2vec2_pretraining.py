@@ -41,7 +41,7 @@ from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
-from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
@@ -110,10 +110,9 @@ def parse_args(argv=None):
                       help="Temperature of optimizer step s (0-based): max(max_gumbel_temperature x decay^s, "
                       "min_gumbel_temperature). The paper's 0.999995 anneals over ~280k steps; a short run needs a "
                       "smaller decay (0.999 reaches 0.5 after ~1,400 steps).")
-    task.add_argument("--max_grad_norm", type=float, default=1.0,
-                      help="Clip the gradient norm (of the loss per masked frame) to this value; 0 turns clipping "
-                      "off. 1.0 as the Trainer's default: pretraining from scratch has gradient spikes in its first "
-                      "steps (the logged grad_norm shows them).")
+    # --max_grad_norm (common/args.py) defaults to 1.0 here, as the Trainer's: pretraining from scratch has gradient
+    # spikes in its first steps (the logged grad_norm shows them). Clipped: the gradient of the loss per masked frame.
+    parser.set_defaults(max_grad_norm=1.0)
     args = parser.parse_args(argv)
     folders = args.train_dir is not None or args.validation_dir is not None
     if folders and (args.dataset_name or args.train_file or args.validation_file):
@@ -134,8 +133,6 @@ def parse_args(argv=None):
     if args.min_gumbel_temperature > args.max_gumbel_temperature:
         parser.error(f"--min_gumbel_temperature {args.min_gumbel_temperature} is above --max_gumbel_temperature "
                      f"{args.max_gumbel_temperature}.")
-    if args.max_grad_norm < 0:
-        parser.error(f"--max_grad_norm {args.max_grad_norm}: expected a value >= 0 (0 = no clipping).")
     if not 0.0 <= args.min_duration_in_seconds < args.max_duration_in_seconds:
         parser.error(f"--min_duration_in_seconds {args.min_duration_in_seconds}: expected 0 <= it < "
                      f"--max_duration_in_seconds {args.max_duration_in_seconds}.")
@@ -592,31 +589,27 @@ def loss_per_masked_frame(outputs, batch):
     return outputs.loss.detach() / batch["mask_time_indices"].sum().clamp(min=1)
 
 
-def finish_window(model, accelerator, window, max_grad_norm):
-    """At the end of an accumulation window (`accelerator.sync_gradients`), on every process, before the optimizer
-    step: sums the window's totals over processes, rescales the gradients to the loss per masked frame of the
-    whole window (`gradient_scale`; not under DeepSpeed, see `micro_batch_loss`), clips them to
-    `max_grad_norm` (0: not clipped, the norm is still measured) and returns the step's logged values, the same on
-    every process.
+def finish_window(model, accelerator, window):
+    """At the end of an accumulation window (`accelerator.sync_gradients`), on every process, before the gradients
+    are clipped and the optimizer steps: sums the window's totals over processes, rescales the gradients to the loss
+    per masked frame of the whole window (`gradient_scale`; not under DeepSpeed, see `micro_batch_loss`) and returns
+    the step's logged values, the same on every process.
 
     Returns:
         {"loss", "contrastive_loss", "diversity_loss" (each per masked frame of the window), "codevector_perplexity"
-        (mean over the window's micro-batches on all processes), "masked_fraction" (masked / real frames),
-        "grad_norm" (before clipping)}; the loss keys are left out when nothing was masked.
+        (mean over the window's micro-batches on all processes), "masked_fraction" (masked / real frames)}; the loss
+        keys are left out when nothing was masked.
     """
     totals = window.reduce_and_reset(accelerator)
     if not uses_deepspeed(accelerator):
         factor = gradient_scale(accelerator.num_processes, accelerator.gradient_accumulation_steps, totals["masked"])
         scale_gradients(model.parameters(), factor)
-    norm = accelerator.clip_grad_norm_(model.parameters(), max_grad_norm if max_grad_norm > 0 else float("inf"))
     logs = {}
     if totals["masked"] > 0:
         for key in ("loss", "contrastive_loss", "diversity_loss"):
             logs[key] = totals[key] / totals["masked"]
     logs["codevector_perplexity"] = totals["codevector_perplexity"] / max(totals["micro_batches"], 1.0)
     logs["masked_fraction"] = totals["masked"] / max(totals["frames"], 1.0)
-    if norm is not None:
-        logs["grad_norm"] = float(norm)
     return logs
 
 
@@ -769,7 +762,7 @@ def training_function(args):
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))
     # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
     plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
@@ -793,6 +786,7 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        optimizer.train()  # schedule-free AdamW trains at its interpolated weights (no-op for AdamW)
         # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
         # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
         train_dataloader.set_epoch(epoch)
@@ -811,8 +805,10 @@ def training_function(args):
                 # The model's loss is a sum over masked frames: backpropagated as it is (see micro_batch_loss) ...
                 accelerator.backward(micro_batch_loss(outputs, batch, accelerator))
                 window.add(outputs, batch)
-                if accelerator.sync_gradients:  # ... and the window's gradients rescaled to its masked frames
-                    step_logs = finish_window(model, accelerator, window, args.max_grad_norm)
+                if accelerator.sync_gradients:  # ... and the window's gradients rescaled to its masked frames,
+                    step_logs = finish_window(model, accelerator, window)
+                    # then clipped once per optimizer step (--max_grad_norm; its norm before clipping is logged)
+                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
@@ -821,9 +817,11 @@ def training_function(args):
             if accelerator.sync_gradients and run.after_optimizer_step(
                     epoch, logs={**step_logs, "gumbel_temperature": temperature}):
                 break
+        optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
         run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
 
+    optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
     results = run.results(eval_metrics)  # eval_samples: the clips scored, on any number of processes

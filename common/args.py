@@ -322,6 +322,61 @@ def add_checkpointing_args(parser):
     return group
 
 
+def add_evaluation_args(parser):
+    """`--eval_strategy`, `--eval_steps`, `--metric_for_best_model`, `--greater_is_better`,
+    `--load_best_model_at_end`, `--early_stopping_patience`, `--early_stopping_threshold` (`common.run.TrainingRun`
+    does what they say). Returns the group."""
+    group = parser.add_argument_group("evaluation, best model and early stopping")
+    group.add_argument(
+        "--eval_strategy",
+        type=str,
+        default="epoch",
+        choices=["epoch", "steps"],
+        help="epoch: evaluate at the end of every epoch (and also every --eval_steps optimizer steps when given); "
+        "steps: every --eval_steps optimizer steps only (and once at the end, for all_results.json).",
+    )
+    group.add_argument(
+        "--eval_steps",
+        type=positive_int,
+        default=None,
+        help="Evaluate every N optimizer steps (on every process, inside the epoch); needed by --eval_strategy steps.",
+    )
+    group.add_argument(
+        "--metric_for_best_model",
+        type=str,
+        default=None,
+        help="The evaluation metric that decides the best model and early stopping (a key of the evaluation, with "
+        "or without its eval_ prefix). Default: the script's main metric.",
+    )
+    group.add_argument(
+        "--greater_is_better",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Whether a larger --metric_for_best_model is better. Default: false for names containing loss, "
+        "perplexity, wer, cer or error, true otherwise.",
+    )
+    group.add_argument(
+        "--load_best_model_at_end",
+        action="store_true",
+        help="At the end, load the weights of the best evaluation (kept in <output_dir>/best/, outside "
+        "--checkpoints_total_limit) and save and score those; all_results.json says which step it was.",
+    )
+    group.add_argument(
+        "--early_stopping_patience",
+        type=positive_int,
+        default=None,
+        help="Stop training after this many evaluations in a row without an improvement of "
+        "--metric_for_best_model by more than --early_stopping_threshold.",
+    )
+    group.add_argument(
+        "--early_stopping_threshold",
+        type=non_negative_float,
+        default=0.0,
+        help="How much better than the best so far an evaluation must be to reset the patience count.",
+    )
+    return group
+
+
 def add_tracking_args(parser):
     """`--with_tracking`, `--report_to`. Returns the group."""
     group = parser.add_argument_group("tracking")
@@ -367,6 +422,7 @@ def add_common_args(parser, file_extensions):
     add_data_args(parser, file_extensions)
     add_training_args(parser)
     add_checkpointing_args(parser)
+    add_evaluation_args(parser)
     add_tracking_args(parser)
     add_hub_args(parser)
     add_peft_args(parser)
@@ -587,6 +643,7 @@ def validate_common_args(args):
     """
     check_peft_args(args)  # --use_peft needs peft; the LoRA-only flags need --use_peft
     check_optimizer_args(args)
+    check_evaluation_args(args)
     if args.dataset_name is None and args.train_file is None and args.validation_file is None:
         raise ValueError("Need either --dataset_name or --train_file/--validation_file (local data files).")
     extensions = getattr(args, "file_extensions", ())
@@ -620,6 +677,16 @@ def validate_common_args(args):
         raise ValueError(reuse_cpu_memory_unsupported())
     check_push_to_hub(args)
     check_output_dir(args)
+
+
+def check_evaluation_args(args):
+    """`--eval_strategy steps` needs `--eval_steps`.
+
+    Raises:
+        ValueError: naming the flags.
+    """
+    if getattr(args, "eval_strategy", "epoch") == "steps" and getattr(args, "eval_steps", None) is None:
+        raise ValueError("--eval_strategy steps: give --eval_steps N (evaluate every N optimizer steps).")
 
 
 def check_optimizer_args(args):

@@ -486,6 +486,10 @@ def training_function(args):
     )
     init_trackers(accelerator, "glue_no_trainer", args)  # the run's flags; logged steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
+    main_metric = "pearson" if is_regression else "matthews_correlation" if args.task_name == "cola" else "accuracy"
+    run.set_evaluation(model, lambda: evaluate(model, eval_dataloader, accelerator, is_regression, args.task_name),
+                       tokenizer, main_metric=main_metric)
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
         run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
@@ -515,11 +519,16 @@ def training_function(args):
             # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
             if accelerator.sync_gradients and run.after_optimizer_step(epoch):
                 break
-        optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
-        eval_metrics = evaluate(model, eval_dataloader, accelerator, is_regression, args.task_name)
-        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
+        if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
+            optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
+            eval_metrics = evaluate(model, eval_dataloader, accelerator, is_regression, args.task_name)
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N, best/
+        if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
+            break
 
     optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
+    if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
+        eval_metrics = None
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator, is_regression, args.task_name)
     results = run.results(eval_metrics)

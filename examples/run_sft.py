@@ -598,6 +598,9 @@ def training_function(args):
     )
     init_trackers(accelerator, "sft_no_trainer", args)  # the run's flags; logged steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
+    run.set_evaluation(model, lambda: {**evaluate(model, eval_dataloader, accelerator), **generation_eval(
+        args, model, tokenizer, eval_conversations, accelerator, epoch)}, tokenizer, main_metric="loss")
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model (adapter included), optimizer, scheduler, RNG states
         run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, totals
@@ -624,12 +627,17 @@ def training_function(args):
             run.record_micro_batch(batch, loss)
             if accelerator.sync_gradients and run.after_optimizer_step(epoch):  # progress, log, step_N, SIGTERM
                 break
-        optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
-        eval_metrics = evaluate(model, eval_dataloader, accelerator)
-        eval_metrics.update(generation_eval(args, model, tokenizer, eval_conversations, accelerator, epoch))
-        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
+        if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
+            optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
+            eval_metrics = evaluate(model, eval_dataloader, accelerator)
+            eval_metrics.update(generation_eval(args, model, tokenizer, eval_conversations, accelerator, epoch))
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N, best/
+        if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
+            break
 
     optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
+    if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
+        eval_metrics = None
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0: the model as loaded, e.g. zero-shot)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
         eval_metrics.update(generation_eval(args, model, tokenizer, eval_conversations, accelerator, None))

@@ -775,6 +775,9 @@ def training_function(args):
     unwrapped = accelerator.unwrap_model(model)
     init_trackers(accelerator, "wav2vec2_pretraining_no_trainer", args)  # the run's flags; steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
+    run.set_evaluation(model, lambda: evaluate(model, eval_dataloader, accelerator),
+                       feature_extractor, main_metric="loss")
     logger.info(f"  Sampling rate = {sampling_rate} Hz; masks: mask_time_prob {mask_time_prob}, mask_time_length "
                 f"{mask_time_length}, min_masks {min_masks}; {config.num_negatives} distractors per masked frame; "
                 f"codebook {config.num_codevector_groups} x {config.num_codevectors_per_group}")
@@ -817,11 +820,16 @@ def training_function(args):
             if accelerator.sync_gradients and run.after_optimizer_step(
                     epoch, logs={**step_logs, "gumbel_temperature": temperature}):
                 break
-        optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
-        eval_metrics = evaluate(model, eval_dataloader, accelerator)
-        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
+        if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
+            optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
+            eval_metrics = evaluate(model, eval_dataloader, accelerator)
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N, best/
+        if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
+            break
 
     optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
+    if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
+        eval_metrics = None
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
     results = run.results(eval_metrics)  # eval_samples: the clips scored, on any number of processes

@@ -52,7 +52,9 @@ import time
 from pathlib import Path
 
 import torch
+from accelerate.utils import DistributedType
 
+from .accumulation import count_examples, scale_gradients
 from .adapters import parameter_counts
 from .checkpointing import (
     PROGRESS_FILE,
@@ -262,6 +264,10 @@ class TrainingRun:
         train_dataloader: the prepared training DataLoader, or None for an evaluation-only run.
         optimizer: the prepared optimizer (its first parameter group's `lr` is the logged rate).
         logger: the script's `accelerate.logging` logger.
+        loss_items: function batch -> 0-d tensor, the items the model's loss is a mean over
+            (`common.accumulation.count_examples`, the default, or `label_tokens(shift)` for a token-level loss):
+            `summed_loss` / `normalize_gradients` make each optimizer step's gradient that of the mean loss per item
+            of its whole accumulation window on all processes (`common.accumulation`).
 
     Raises:
         RuntimeError: when the prepared DataLoader's length differs from the one the step plan (and so the
@@ -269,7 +275,7 @@ class TrainingRun:
         ValueError: when the environment variable EXAMPLES_PAUSE_AT is malformed (`common.preemption.pause_point`).
     """
 
-    def __init__(self, accelerator, args, plan, train_dataloader, optimizer, logger):
+    def __init__(self, accelerator, args, plan, train_dataloader, optimizer, logger, loss_items=count_examples):
         # A `--streaming` DataLoader (common/streaming.py) has no length; its position travels in the checkpoints.
         self.train_dataloader = train_dataloader
         self.streaming = hasattr(train_dataloader, "stream_state_dict")
@@ -302,6 +308,15 @@ class TrainingRun:
         # The step's gradient norm before clipping, as `accelerator.clip_grad_norm_` returned it (the script sets it
         # when gradients are synced; a tensor, read only when logged: no host sync otherwise).
         self.grad_norm = None
+        # The items (examples or label tokens) of the current accumulation window on this process (common.accumulation)
+        self._loss_items = loss_items
+        self._window_items = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+        self._rescale = accelerator.distributed_type != DistributedType.DEEPSPEED
+        if not self._rescale:
+            logger.warning("DeepSpeed: its gradients cannot be rescaled after the backward pass, so each "
+                           "micro-batch's mean loss is backpropagated (a mean of micro-batch means, the last short "
+                           "accumulation window divided by the full --gradient_accumulation_steps); its config's "
+                           "gradient_clipping applies, not --max_grad_norm.")
         # --eval_steps / best model / early stopping (`set_evaluation`, `_record_evaluation`).
         self._evaluation = self._model = self._processor = None
         self.main_metric = None
@@ -434,6 +449,41 @@ class TrainingRun:
             path.write_text("".join(line + "\n" for line in kept))
 
     # ----- the loop's hooks -----
+    def summed_loss(self, loss, batch):
+        """The loss to backpropagate for one micro-batch: the model's mean `loss` times the micro-batch's items
+        (`loss_items(batch)`): its sum over them; the window's gradients are divided by the window's items on all
+        processes at its end (`normalize_gradients`). Counts the items. Under DeepSpeed: `loss` as it is.
+
+        Args:
+            loss: the micro-batch's mean loss (scalar tensor with a graph).
+            batch: the collated batch dict.
+        """
+        if not self._rescale:
+            return loss
+        items = self._loss_items(batch)
+        self._window_items += items.to(torch.float64)
+        return loss * items.to(loss.dtype)
+
+    def normalize_gradients(self, model):
+        """At the end of an accumulation window (`accelerator.sync_gradients`), on every process, before clipping
+        and the optimizer step: multiplies the gradients by `common.accumulation.gradient_scale` of the window's
+        items summed over processes (one all-reduce with 2+ processes), so that they are the gradients of the mean
+        loss per item of the whole window. A no-op under DeepSpeed (see `summed_loss`).
+
+        Args:
+            model: the prepared model.
+        """
+        if not self._rescale:
+            return
+        items = self._window_items
+        if self.accelerator.num_processes > 1:
+            items = self.accelerator.reduce(items.clone(), reduction="sum")
+        # gradient_scale(N, A, M) computed on the device: no host sync
+        scale = float(self.accelerator.num_processes * self.accelerator.gradient_accumulation_steps)
+        factor = torch.where(items > 0, scale / items.clamp(min=1.0), torch.zeros_like(items)).to(torch.float32)
+        scale_gradients(model.parameters(), factor)
+        self._window_items.zero_()
+
     @property
     def max_grad_norm(self):
         """The `max_norm` to give `accelerator.clip_grad_norm_`: `--max_grad_norm`, or infinity when it is 0 (or

@@ -549,9 +549,12 @@ def training_function(args):
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
                 loss = model(**batch).loss  # cross-entropy over each example's num_choices scores
-                accelerator.backward(loss)
-                if accelerator.sync_gradients:  # once per optimizer step: the window's gradient norm, clipped
-                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)
+                # Summed over this micro-batch's examples here, divided by all the examples of the accumulation window
+                # (all processes) below: each step's gradient is that of the window's mean loss per example.
+                accelerator.backward(run.summed_loss(loss, batch))
+                if accelerator.sync_gradients:  # once per optimizer step, on the whole window's gradients:
+                    run.normalize_gradients(model)  # / the window's examples, summed over processes
+                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)  # clipped
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()

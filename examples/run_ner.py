@@ -34,6 +34,7 @@ from transformers import (
     default_data_collator,
 )
 
+from common.accumulation import label_tokens
 from common.adapters import apply_peft
 from common.args import add_common_args, capped_length, model_max_length, validate_common_args
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
@@ -700,7 +701,9 @@ def training_function(args):
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
     init_trackers(accelerator, "ner_no_trainer", args)  # the run's flags; logged steps = optimizer steps
-    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # banner, counters, hooks; the loss is a mean over label tokens (common/accumulation.py)
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger,
+                      loss_items=label_tokens(shift=0))
     # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
     run.set_evaluation(model, lambda: evaluate(model, eval_dataloader, accelerator, eval_word_ids, eval_references,
                                                scheme, args.return_entity_level_metrics), tokenizer, main_metric="f1")
@@ -723,9 +726,12 @@ def training_function(args):
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
                 loss = model(**batch).loss
-                accelerator.backward(loss)
-                if accelerator.sync_gradients:  # once per optimizer step: the window's gradient norm, clipped
-                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)
+                # Summed over this micro-batch's label tokens here, divided by all the label tokens of the accumulation
+                # window (all processes) below: each step's gradient is that of the window's mean loss per label token.
+                accelerator.backward(run.summed_loss(loss, batch))
+                if accelerator.sync_gradients:  # once per optimizer step, on the whole window's gradients:
+                    run.normalize_gradients(model)  # / the window's label tokens, summed over processes
+                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)  # clipped
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()

@@ -30,6 +30,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration, gather_object
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from common.accumulation import label_tokens
 from common.adapters import apply_peft
 from common.args import (
     add_common_args,
@@ -597,7 +598,9 @@ def training_function(args):
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
     init_trackers(accelerator, "sft_no_trainer", args)  # the run's flags; logged steps = optimizer steps
-    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # banner, counters, hooks; the loss is a mean over label tokens (common/accumulation.py)
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger,
+                      loss_items=label_tokens(shift=1))
     # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
     run.set_evaluation(model, lambda: {**evaluate(model, eval_dataloader, accelerator), **generation_eval(
         args, model, tokenizer, eval_conversations, accelerator, epoch)}, tokenizer, main_metric="loss")
@@ -618,9 +621,12 @@ def training_function(args):
                 # use_cache=False: with a cache, transformers ignores packed rows' restarting position ids and
                 # lets examples attend to each other (tests/examples/test_run_sft.py shows it).
                 loss = model(**batch, use_cache=False).loss
-                accelerator.backward(loss)
-                if accelerator.sync_gradients:  # once per optimizer step: the window's gradient norm, clipped
-                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)
+                # Summed over this micro-batch's label tokens here, divided by all the label tokens of the accumulation
+                # window (all processes) below: each step's gradient is that of the window's mean loss per label token.
+                accelerator.backward(run.summed_loss(loss, batch))
+                if accelerator.sync_gradients:  # once per optimizer step, on the whole window's gradients:
+                    run.normalize_gradients(model)  # / the window's label tokens, summed over processes
+                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)  # clipped
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()

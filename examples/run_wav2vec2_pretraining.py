@@ -35,6 +35,7 @@ from accelerate.utils import DistributedType, ProjectConfiguration
 from transformers import AutoConfig, AutoFeatureExtractor, Wav2Vec2FeatureExtractor, Wav2Vec2ForPreTraining
 from transformers.models.wav2vec2.modeling_wav2vec2 import _compute_mask_indices, _sample_negative_indices
 
+from common.accumulation import gradient_scale, scale_gradients  # the window's loss per masked frame
 from common.args import add_common_args, non_negative_int, positive_float, positive_int, validate_common_args
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -498,39 +499,6 @@ def gumbel_temperature(step, args):
     max(max_gumbel_temperature x gumbel_temperature_decay^step, min_gumbel_temperature). A function of the step
     count alone, so a resumed run continues the schedule exactly."""
     return max(args.max_gumbel_temperature * args.gumbel_temperature_decay ** step, args.min_gumbel_temperature)
-
-
-def gradient_scale(num_processes, gradient_accumulation_steps, total_masked):
-    """The factor that turns the accumulated gradients into those of the loss per masked frame of the whole
-    optimizer step.
-
-    Each micro-batch b on process p backpropagates the model's summed loss S_{b,p} (a sum over its masked frames);
-    `accelerator.backward` divides it by A = gradient_accumulation_steps and DDP averages the gradients over the N
-    processes, so after the window every parameter's gradient is
-
-        g = (1 / N) sum_p (1 / A) sum_b dS_{b,p}/dw.
-
-    The loss we want is L = (sum_{b,p} S_{b,p}) / M, M = sum_{b,p} M_{b,p} the masked frames of the window on all
-    processes, whose gradient is
-
-        dL/dw = g x N x A / M.
-
-    A window with fewer than A micro-batches (the end of an epoch) is still divided by A by accelerate, so the same
-    factor holds. With M = 0 (nothing masked anywhere) every S is 0 and so is the gradient: the factor is 0.
-
-    Returns:
-        float N x A / M, or 0.0 when M is 0.
-    """
-    total_masked = float(total_masked)
-    return num_processes * gradient_accumulation_steps / total_masked if total_masked > 0 else 0.0
-
-
-def scale_gradients(parameters, factor):
-    """Multiplies the gradient of every parameter that has one by `factor`, in place (before clipping and the
-    optimizer step; under fp16 the gradients are still loss-scaled, which commutes with a constant factor)."""
-    for parameter in parameters:
-        if parameter.grad is not None:
-            parameter.grad.mul_(factor)
 
 
 class WindowTotals:

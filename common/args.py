@@ -215,6 +215,19 @@ def add_training_args(parser):
         choices=[s.value for s in SchedulerType if s.value != "reduce_lr_on_plateau"],
         help="Learning-rate schedule (transformers.get_scheduler).",
     )
+    group.add_argument(
+        "--auto_find_batch_size",
+        action="store_true",
+        help="Start at --per_device_train_batch_size and halve it on an out-of-memory error (GPU, or the CPU "
+        "allocator's), training again from scratch, until it fits (accelerate's find_executable_batch_size; "
+        "common/batch_size.py). The size used is logged and written to all_results.json.",
+    )
+    group.add_argument(
+        "--keep_effective_batch_size",
+        action="store_true",
+        help="With --auto_find_batch_size: raise --gradient_accumulation_steps as the batch is halved, so that the "
+        "effective batch size stays what was asked.",
+    )
     group.add_argument("--num_warmup_steps", type=non_negative_int, default=0, help="Warmup optimizer steps.")
     group.add_argument("--seed", type=int, default=None, help="Seed for reproducible training.")
     group.add_argument(
@@ -687,6 +700,8 @@ def check_evaluation_args(args):
     """
     if getattr(args, "eval_strategy", "epoch") == "steps" and getattr(args, "eval_steps", None) is None:
         raise ValueError("--eval_strategy steps: give --eval_steps N (evaluate every N optimizer steps).")
+    if getattr(args, "keep_effective_batch_size", False) and not getattr(args, "auto_find_batch_size", False):
+        raise ValueError("--keep_effective_batch_size only applies with --auto_find_batch_size.")
 
 
 def check_optimizer_args(args):

@@ -874,6 +874,11 @@ class TrainingRun:
         if totals["tokens"] + totals["padding"] > 0:
             results["train_tokens_per_second"] = round(totals["tokens"] / runtime, 3)
             results["train_padding_fraction"] = round(totals["padding"] / (totals["padding"] + totals["tokens"]), 4)
+        if getattr(self.args, "auto_find_batch_size", False):  # the batch size that fit (common/batch_size.py)
+            results["per_device_train_batch_size"] = self.args.per_device_train_batch_size
+            results["gradient_accumulation_steps"] = self.args.gradient_accumulation_steps
+            results["auto_find_batch_size_requested"] = getattr(self.args, "auto_find_batch_size_requested",
+                                                                self.args.per_device_train_batch_size)
         if self.best["step"] is not None:  # which evaluation was the best (and, with --load_best_model_at_end, scored)
             results["best_model_step"] = self.best["step"]
             results[f"best_{self.metric_name()}"] = self.best["value"]

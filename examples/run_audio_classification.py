@@ -44,6 +44,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_AUDIO_CLASSIFICATIO
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_float, positive_int, validate_common_args
+from common.batch_size import train_with_batch_size_search
 from common.data import load_data_files, require_columns, resolve_listing_paths
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -684,7 +685,8 @@ def main(argv=None):
     validate_args(args)
     # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
     with sigterm_checkpointing():
-        return training_function(args)
+        # --auto_find_batch_size: halve the batch on out-of-memory and start again (common/batch_size.py)
+        return train_with_batch_size_search(training_function, args)
 
 
 if __name__ == "__main__":

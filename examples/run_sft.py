@@ -40,6 +40,7 @@ from common.args import (
     positive_int,
     validate_common_args,
 )
+from common.batch_size import train_with_batch_size_search
 from common.data import load_data_files
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -663,7 +664,8 @@ def main(argv=None):
     args = parse_args(argv)
     validate_common_args(args)
     with sigterm_checkpointing():  # SIGTERM/SIGUSR1 -> checkpoint after the current step, exit 75
-        return training_function(args)
+        # --auto_find_batch_size: halve the batch on out-of-memory and start again (common/batch_size.py)
+        return train_with_batch_size_search(training_function, args)
 
 
 if __name__ == "__main__":

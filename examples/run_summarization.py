@@ -31,6 +31,7 @@ from transformers import AutoTokenizer, DataCollatorForSeq2Seq, default_data_col
 from common.accumulation import label_tokens
 from common.adapters import apply_peft
 from common.args import add_common_args, cap_seq2seq_lengths, positive_int, validate_common_args
+from common.batch_size import train_with_batch_size_search
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -448,7 +449,8 @@ def main(argv=None):
     refuse_padding_flags_with_max_length(args, "--max_source_length")
     # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
     with sigterm_checkpointing():
-        return training_function(args)
+        # --auto_find_batch_size: halve the batch on out-of-memory and start again (common/batch_size.py)
+        return train_with_batch_size_search(training_function, args)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from common.args import (
     positive_int,
     validate_common_args,
 )
+from common.batch_size import train_with_batch_size_search
 from common.data import load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -833,7 +834,8 @@ def main(argv=None):
     refuse_padding_flags_with_max_length(args, "--max_source_length")
     # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
     with sigterm_checkpointing():
-        return training_function(args)
+        # --auto_find_batch_size: halve the batch on out-of-memory and start again (common/batch_size.py)
+        return train_with_batch_size_search(training_function, args)
 
 
 if __name__ == "__main__":

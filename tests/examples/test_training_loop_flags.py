@@ -1,7 +1,8 @@
 """Issue 36 end to end, through run_glue (every script has the same lines, tests/unit/test_scripts_show_the_lesson.py
 checks they are there): `--max_grad_norm` clips, the norm before clipping is logged at every optimizer step;
 `--optim schedule_free_adamw` learns without a schedule, its warmup is the logged rate, and the evaluated and saved
-model is its averaged (eval-mode) weights."""
+model is its averaged (eval-mode) weights; `--auto_find_batch_size` records the batch size that fit (the halving on
+a real out-of-memory error: tests/unit/test_batch_size_search.py)."""
 
 import csv
 
@@ -26,8 +27,12 @@ def test_schedule_free_adamw_with_clipping_learns_and_saves_the_evaluated_weight
                            "--learning_rate", "2e-3", "--per_device_train_batch_size", "8", "--seed", "1",
                            "--optim", "schedule_free_adamw", "--num_warmup_steps", "4", "--adam_beta2", "0.99",
                            "--max_grad_norm", "1.0", "--with_tracking", "--report_to", "tensorboard",
+                           "--auto_find_batch_size", "--keep_effective_batch_size",
                            "--output_dir", out])
     results = read_results(out)
+    # --auto_find_batch_size: batch 8 fits, and the batch size used is recorded
+    assert (results["per_device_train_batch_size"], results["gradient_accumulation_steps"],
+            results["auto_find_batch_size_requested"]) == (8, 1, 8)
     assert results["eval_accuracy"] >= 0.9  # an untrained model scores about 0.5 on this balanced set
     steps = list(range(1, 3 * 30 + 1))
     rates = scalars(out, "learning_rate")

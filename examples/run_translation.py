@@ -781,7 +781,8 @@ def training_function(args):
                 accelerator.backward(run.summed_loss(loss, batch))
                 if accelerator.sync_gradients:  # once per optimizer step, on the whole window's gradients:
                     run.normalize_gradients(model)  # / the window's label tokens, summed over processes
-                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)  # clipped
+                    if run.measures_grad_norm:  # --max_grad_norm > 0, or --with_tracking (grad_norm is logged)
+                        run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)  # clipped
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()

@@ -780,7 +780,8 @@ def training_function(args):
                 if accelerator.sync_gradients:  # ... and the window's gradients rescaled to its masked frames,
                     step_logs = finish_window(model, accelerator, window)
                     # then clipped once per optimizer step (--max_grad_norm; its norm before clipping is logged)
-                    run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)
+                    if run.measures_grad_norm:  # --max_grad_norm > 0, or --with_tracking (grad_norm is logged)
+                        run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()

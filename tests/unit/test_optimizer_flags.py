@@ -49,6 +49,10 @@ def test_max_grad_norm_is_a_non_negative_number_and_zero_measures_only():
     # TrainingRun.max_grad_norm is what the scripts give accelerator.clip_grad_norm_: infinity for 0.
     assert TrainingRun.max_grad_norm.fget(SimpleNamespace(args=parse())) == math.inf
     assert TrainingRun.max_grad_norm.fget(SimpleNamespace(args=parse("--max_grad_norm", "0.5"))) == 0.5
+    # the norm is computed to clip or to be logged, not otherwise (a pass over the gradients saved)
+    assert not TrainingRun.measures_grad_norm.fget(SimpleNamespace(args=parse()))
+    assert TrainingRun.measures_grad_norm.fget(SimpleNamespace(args=parse("--max_grad_norm", "0.5")))
+    assert TrainingRun.measures_grad_norm.fget(SimpleNamespace(args=parse("--with_tracking")))
 
 
 def test_schedule_free_has_no_schedule_and_logs_the_rate_its_warmup_uses():

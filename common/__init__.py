@@ -16,7 +16,11 @@ One module per concern, a few plain functions each:
 - `common.gradient_checkpointing`: `--gradient_checkpointing`, activations recomputed in backward (memory).
 - `common.checkpointing`: atomic `step_N`/`epoch_N` checkpoints, `latest`, exact resume arithmetic.
 - `common.preemption`: SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75.
-- `common.run`: `TrainingRun`, the run ceremony around each script's training loop.
+- `common.run`: `TrainingRun`, the run ceremony around each script's training loop (evaluation every N steps, the
+  best model, early stopping).
+- `common.accumulation`: the loss of an optimizer step as a mean per example / label token of its whole
+  accumulation window on all processes.
+- `common.batch_size`: `--auto_find_batch_size`, the per-device batch halved on out-of-memory.
 - `common.tracking`: tracker config sanitising and `init_trackers`.
 - `common.reporting`: evaluation progress bars, trivial-baseline keys, the end-of-run summary table.
 - `common.throughput`: samples/s, non-padding tokens/s, padding fraction.

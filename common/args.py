@@ -60,6 +60,21 @@ def positive_int(value):
     return number
 
 
+def non_negative_float(value):
+    """argparse `type=` for a finite number >= 0 (`--max_grad_norm 0` means no clipping).
+
+    Raises:
+        argparse.ArgumentTypeError: when `value` is not a number, or is negative, infinite or NaN.
+    """
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}") from None
+    if not 0 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a value >= 0, got {value}")
+    return number
+
+
 def non_negative_int(value):
     """argparse `type=` for an integer >= 0 (`--max_train_steps 0` means evaluation only).
 
@@ -200,6 +215,19 @@ def add_training_args(parser):
         choices=[s.value for s in SchedulerType if s.value != "reduce_lr_on_plateau"],
         help="Learning-rate schedule (transformers.get_scheduler).",
     )
+    group.add_argument(
+        "--auto_find_batch_size",
+        action="store_true",
+        help="Start at --per_device_train_batch_size and halve it on an out-of-memory error (GPU, or the CPU "
+        "allocator's), training again from scratch, until it fits (accelerate's find_executable_batch_size; "
+        "common/batch_size.py). The size used is logged and written to all_results.json.",
+    )
+    group.add_argument(
+        "--keep_effective_batch_size",
+        action="store_true",
+        help="With --auto_find_batch_size: raise --gradient_accumulation_steps as the batch is halved, so that the "
+        "effective batch size stays what was asked.",
+    )
     group.add_argument("--num_warmup_steps", type=non_negative_int, default=0, help="Warmup optimizer steps.")
     group.add_argument("--seed", type=int, default=None, help="Seed for reproducible training.")
     group.add_argument(
@@ -219,7 +247,20 @@ def add_training_args(parser):
         choices=list(OPTIMIZER_CHOICES),
         help="AdamW implementation (same update, different kernels): adamw_torch = torch's default (for-each on "
         "GPU, a per-tensor loop on CPU), adamw_torch_foreach = multi-tensor, adamw_torch_fused = one fused kernel "
-        "(CPU, CUDA, MPS, XPU).",
+        "(CPU, CUDA, MPS, XPU). schedule_free_adamw: another update, schedule-free AdamW (the schedulefree package; "
+        "Defazio et al. 2024): no learning-rate schedule (--lr_scheduler_type must be linear or constant and is not "
+        "used), its own warmup of --num_warmup_steps, evaluation and the saved model use its averaged weights.",
+    )
+    group.add_argument("--adam_beta1", type=float, default=0.9, help="AdamW's beta1 (first-moment decay).")
+    group.add_argument("--adam_beta2", type=float, default=0.999, help="AdamW's beta2 (second-moment decay).")
+    group.add_argument("--adam_epsilon", type=non_negative_float, default=1e-8, help="AdamW's epsilon.")
+    group.add_argument(
+        "--max_grad_norm",
+        type=non_negative_float,
+        default=0.0,
+        help="Clip the gradient norm of each optimizer step (its whole accumulation window, all processes) to this "
+        "value; 0 = no clipping (as the transformers no_trainer examples; the Trainer's default is 1.0). The norm "
+        "before clipping is logged as grad_norm either way.",
     )
     group.add_argument(
         "--fast_dropout",
@@ -294,6 +335,61 @@ def add_checkpointing_args(parser):
     return group
 
 
+def add_evaluation_args(parser):
+    """`--eval_strategy`, `--eval_steps`, `--metric_for_best_model`, `--greater_is_better`,
+    `--load_best_model_at_end`, `--early_stopping_patience`, `--early_stopping_threshold` (`common.run.TrainingRun`
+    does what they say). Returns the group."""
+    group = parser.add_argument_group("evaluation, best model and early stopping")
+    group.add_argument(
+        "--eval_strategy",
+        type=str,
+        default="epoch",
+        choices=["epoch", "steps"],
+        help="epoch: evaluate at the end of every epoch (and also every --eval_steps optimizer steps when given); "
+        "steps: every --eval_steps optimizer steps only (and once at the end, for all_results.json).",
+    )
+    group.add_argument(
+        "--eval_steps",
+        type=positive_int,
+        default=None,
+        help="Evaluate every N optimizer steps (on every process, inside the epoch); needed by --eval_strategy steps.",
+    )
+    group.add_argument(
+        "--metric_for_best_model",
+        type=str,
+        default=None,
+        help="The evaluation metric that decides the best model and early stopping (a key of the evaluation, with "
+        "or without its eval_ prefix). Default: the script's main metric.",
+    )
+    group.add_argument(
+        "--greater_is_better",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Whether a larger --metric_for_best_model is better. Default: false for names containing loss, "
+        "perplexity, wer, cer or error, true otherwise.",
+    )
+    group.add_argument(
+        "--load_best_model_at_end",
+        action="store_true",
+        help="At the end, load the weights of the best evaluation (kept in <output_dir>/best/, outside "
+        "--checkpoints_total_limit) and save and score those; all_results.json says which step it was.",
+    )
+    group.add_argument(
+        "--early_stopping_patience",
+        type=positive_int,
+        default=None,
+        help="Stop training after this many evaluations in a row without an improvement of "
+        "--metric_for_best_model by more than --early_stopping_threshold.",
+    )
+    group.add_argument(
+        "--early_stopping_threshold",
+        type=non_negative_float,
+        default=0.0,
+        help="How much better than the best so far an evaluation must be to reset the patience count.",
+    )
+    return group
+
+
 def add_tracking_args(parser):
     """`--with_tracking`, `--report_to`. Returns the group."""
     group = parser.add_argument_group("tracking")
@@ -339,6 +435,7 @@ def add_common_args(parser, file_extensions):
     add_data_args(parser, file_extensions)
     add_training_args(parser)
     add_checkpointing_args(parser)
+    add_evaluation_args(parser)
     add_tracking_args(parser)
     add_hub_args(parser)
     add_peft_args(parser)
@@ -557,6 +654,8 @@ def validate_common_args(args):
         ValueError: naming the flag (and file) and what was expected.
     """
     check_peft_args(args)  # --use_peft needs peft; the LoRA-only flags need --use_peft
+    check_optimizer_args(args)
+    check_evaluation_args(args)
     if args.dataset_name is None and args.train_file is None and args.validation_file is None:
         raise ValueError("Need either --dataset_name or --train_file/--validation_file (local data files).")
     extensions = getattr(args, "file_extensions", ())
@@ -590,6 +689,41 @@ def validate_common_args(args):
         raise ValueError(reuse_cpu_memory_unsupported())
     check_push_to_hub(args)
     check_output_dir(args)
+
+
+def check_evaluation_args(args):
+    """`--eval_strategy steps` needs `--eval_steps`.
+
+    Raises:
+        ValueError: naming the flags.
+    """
+    if getattr(args, "eval_strategy", "epoch") == "steps" and getattr(args, "eval_steps", None) is None:
+        raise ValueError("--eval_strategy steps: give --eval_steps N (evaluate every N optimizer steps).")
+    if getattr(args, "keep_effective_batch_size", False) and not getattr(args, "auto_find_batch_size", False):
+        raise ValueError("--keep_effective_batch_size only applies with --auto_find_batch_size.")
+
+
+def check_optimizer_args(args):
+    """`--adam_beta1` / `--adam_beta2` in [0, 1); `--optim schedule_free_adamw` only with `--lr_scheduler_type`
+    linear (the default) or constant, and with the `schedulefree` package installed.
+
+    Raises:
+        ValueError: naming the flag and the value expected.
+    """
+    for flag in ("adam_beta1", "adam_beta2"):
+        value = getattr(args, flag, 0.9)
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"--{flag} {value}: expected a value in [0, 1).")
+    if getattr(args, "optim", None) == "schedule_free_adamw":
+        if getattr(args, "lr_scheduler_type", "linear") not in ("linear", "constant"):
+            raise ValueError(f"--lr_scheduler_type {args.lr_scheduler_type} with --optim schedule_free_adamw: "
+                             "schedule-free AdamW replaces the learning-rate schedule (it keeps --learning_rate "
+                             "after its --num_warmup_steps warmup); leave --lr_scheduler_type out or give constant.")
+        try:
+            import schedulefree  # noqa: F401
+        except ImportError:
+            raise ValueError("--optim schedule_free_adamw needs the schedulefree package: pip install "
+                             "schedulefree (requirements.txt pins it).") from None
 
 
 def apply_tracking_flags(args):

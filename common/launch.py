@@ -397,7 +397,7 @@ class _DeepSpeedAcceleratorNotice(logging.Filter):
 
 # What a run leaves in --output_dir that a reader (or `--resume_from_checkpoint latest`) would take as the current
 # run's: checkpoints, half-written checkpoints, results, evaluation history, prediction files, tracker runs.
-_PREVIOUS_RUN_FOLDER = re.compile(r"^(step_\d+|epoch_\d+|\.tmp-.*|wandb|\.aim)$")
+_PREVIOUS_RUN_FOLDER = re.compile(r"^(step_\d+|epoch_\d+|best|\.tmp-.*|wandb|\.aim)$")
 _PREVIOUS_RUN_FILES = (
     "all_results.json",
     "eval_history.jsonl",
@@ -418,11 +418,11 @@ _TENSORBOARD_EVENTS = "events.out.tfevents.*"
 def previous_run_entries(output_dir):
     """The entries of `output_dir` that belong to an earlier run and would be taken as the current run's.
 
-    Checkpoints (`step_N/`, `epoch_N/`), half-written checkpoints (`.tmp-*`), `all_results.json`,
-    `eval_history.jsonl`, the prediction files the scripts write (`predict_results.txt`, `eval_predictions.txt`,
-    `predictions.json`, `generated_predictions.txt`, ... and their `predict_` variants), and tracker runs:
-    `wandb/`, Aim's `.aim/`, and every top-level folder holding TensorBoard event files (`<project_name>/`), or
-    such files themselves.
+    Checkpoints (`step_N/`, `epoch_N/`), the best model (`best/`), half-written checkpoints (`.tmp-*`),
+    `all_results.json`, `eval_history.jsonl`, the prediction files the scripts write (`predict_results.txt`,
+    `eval_predictions.txt`, `predictions.json`, `generated_predictions.txt`, ... and their `predict_` variants), and
+    tracker runs: `wandb/`, Aim's `.aim/`, and every top-level folder holding TensorBoard event files
+    (`<project_name>/`), or such files themselves.
     The model, tokenizer and anything else are not listed: the new run's final save replaces them.
 
     Args:

@@ -12,14 +12,41 @@ from transformers import get_scheduler
 
 # --optim choice -> keyword arguments of torch.optim.AdamW. The three compute the same update; they
 # differ in how many kernels run per step (one per tensor, one per group of tensors, one in all).
+# "schedule_free_adamw" is another update: the `schedulefree` package's AdamWScheduleFree (Defazio et al. 2024,
+# "The Road Less Scheduled"), which needs no learning-rate schedule (`build_lr_scheduler` then keeps the rate
+# constant; its own warmup takes --num_warmup_steps) and has train() / eval() modes (evaluate and save in eval mode).
+SCHEDULE_FREE = "schedule_free_adamw"
 OPTIMIZER_CHOICES = {
     "adamw_torch": {},
     "adamw_torch_foreach": {"foreach": True},
     "adamw_torch_fused": {"fused": True},
+    SCHEDULE_FREE: {},
 }
 
 
-def build_optimizer(model, learning_rate, weight_decay, fused=None, optim="adamw_torch", lr_overrides=None):
+def optimizer_options(args):
+    """The optimizer keyword arguments of `build_optimizer` that come from flags: `--optim`, `--adam_beta1`,
+    `--adam_beta2`, `--adam_epsilon` and, for schedule-free AdamW, its warmup (`--num_warmup_steps`).
+
+    Returns:
+        dict with keys optim, betas, eps, warmup_steps (absent flags take AdamW's defaults).
+    """
+    return {
+        "optim": getattr(args, "optim", "adamw_torch"),
+        "betas": (getattr(args, "adam_beta1", 0.9), getattr(args, "adam_beta2", 0.999)),
+        "eps": getattr(args, "adam_epsilon", 1e-8),
+        "warmup_steps": getattr(args, "num_warmup_steps", 0) or 0,
+    }
+
+
+def is_schedule_free(optimizer):
+    """True for a `schedulefree` optimizer (prepared or not): one with train() / eval() modes and no schedule."""
+    inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer wraps it
+    return type(inner).__module__.startswith("schedulefree")
+
+
+def build_optimizer(model, learning_rate, weight_decay, fused=None, optim="adamw_torch", lr_overrides=None,
+                    betas=(0.9, 0.999), eps=1e-8, warmup_steps=0):
     """`torch.optim.AdamW` with two parameter groups: weight decay on weight matrices, none on
     biases and normalisation weights (LayerNorm, RMSNorm, BatchNorm, ...), as in BERT's original
     optimizer and the transformers examples.
@@ -36,15 +63,25 @@ def build_optimizer(model, learning_rate, weight_decay, fused=None, optim="adamw
             that peak rate in groups of its own (e.g. DETR's backbone at a tenth of the rest: Carion et al. 2020,
             "End-to-End Object Detection with Transformers", 1e-5 vs 1e-4). The schedulers scale every group's
             rate by the same factor.
+        betas: `--adam_beta1`, `--adam_beta2`: the decay rates of the first and second moment estimates.
+        eps: `--adam_epsilon`, added to the second moment's square root.
+        warmup_steps: optimizer steps of schedule-free AdamW's own linear warmup (ignored by AdamW, whose warmup is
+            the scheduler's).
 
     Returns:
-        `torch.optim.AdamW` (two groups, or two per distinct learning rate).
+        `torch.optim.AdamW` (two groups, or two per distinct learning rate), or `schedulefree.AdamWScheduleFree`.
 
     Raises:
-        ValueError: naming --optim for an unknown choice.
+        ValueError: naming --optim for an unknown choice, --adam_beta1/--adam_beta2 outside [0, 1),
+            --adam_epsilon < 0.
     """
     if optim not in OPTIMIZER_CHOICES:
         raise ValueError(f"--optim {optim}: expected one of {', '.join(OPTIMIZER_CHOICES)}.")
+    for flag, beta in (("--adam_beta1", betas[0]), ("--adam_beta2", betas[1])):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"{flag} {beta}: expected a value in [0, 1).")
+    if eps < 0:
+        raise ValueError(f"--adam_epsilon {eps}: expected a value >= 0.")
     kwargs = dict(OPTIMIZER_CHOICES[optim])
     if fused is not None:
         kwargs = {"fused": fused}
@@ -67,7 +104,12 @@ def build_optimizer(model, learning_rate, weight_decay, fused=None, optim="adamw
         extra = {} if lr == learning_rate else {"lr": lr}
         groups += [{"params": decay_params, "weight_decay": weight_decay, **extra},
                    {"params": no_decay_params, "weight_decay": 0.0, **extra}]
-    return torch.optim.AdamW(groups, lr=learning_rate, **kwargs)
+    if optim == SCHEDULE_FREE:
+        import schedulefree  # requirements.txt
+
+        return schedulefree.AdamWScheduleFree(groups, lr=learning_rate, betas=tuple(betas), eps=eps,
+                                              warmup_steps=warmup_steps)
+    return torch.optim.AdamW(groups, lr=learning_rate, betas=tuple(betas), eps=eps, **kwargs)
 
 
 def batches_per_process(num_batches, accelerator):
@@ -166,8 +208,12 @@ def build_lr_scheduler(optimizer, scheduler_type, num_warmup_steps, max_train_st
         accelerator: the run's `Accelerator` (for `num_processes` and `split_batches`).
 
     Returns:
-        a `torch.optim.lr_scheduler.LRScheduler`, to be passed to `accelerator.prepare`.
+        a `torch.optim.lr_scheduler.LRScheduler`, to be passed to `accelerator.prepare`. For a schedule-free
+        optimizer (`is_schedule_free`) a constant one (factor 1.0 at every step): the method replaces the schedule
+        (`scheduler_type` is not used; its warmup is the optimizer's own), while the scripts keep one loop.
     """
+    if is_schedule_free(optimizer):
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     factor = 1 if accelerator.split_batches else accelerator.num_processes
     return get_scheduler(
         name=scheduler_type,

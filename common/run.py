@@ -45,12 +45,16 @@ One definition of each run quantity (README, "Tracking and outputs"):
 """
 
 import json
+import math
 import os
+import shutil
 import time
 from pathlib import Path
 
 import torch
+from accelerate.utils import DistributedType
 
+from .accumulation import count_examples, scale_gradients
 from .adapters import parameter_counts
 from .checkpointing import (
     PROGRESS_FILE,
@@ -65,12 +69,15 @@ from .hardware import host_info
 from .launch import loaded_weight_reports
 from .preemption import exit_preempted, pause_here, pause_point, signal_received
 from .reporting import format_summary, make_progress_bar
-from .saving import push_to_hub, save_model, write_all_results
+from .saving import load_saved_weights, push_to_hub, save_model, write_all_results
 from .streaming import load_stream_state
 from .throughput import count_tokens
 from .tracking import log_final_metrics, tracker_dirs
 
 EVAL_HISTORY_FILE = "eval_history.jsonl"
+BEST_DIR, BEST_FILE = "best", "best.json"  # <output_dir>/best/: the best evaluation's model (not rotated)
+# Substrings of metric names for which lower is better (`TrainingRun.greater_is_better`'s default).
+LOWER_IS_BETTER = ("loss", "perplexity", "wer", "cer", "error")
 # Settings recorded in every checkpoint; a resume with different values would silently train another run.
 RUN_SETTING_FLAGS = (
     "model_name_or_path",
@@ -269,6 +276,17 @@ def check_run_settings(checkpoint, current, ignore_mismatch=False):
     return differences
 
 
+def current_learning_rate(optimizer):
+    """The rate the next optimizer step uses, of the first parameter group: its `lr`; for schedule-free AdamW
+    (`schedulefree`, whose `lr` is the constant peak) the peak times its warmup factor of the next step,
+    min(1, (k + 1) / warmup_steps) after k steps, as its `step()` computes it."""
+    group = optimizer.param_groups[0]
+    if "warmup_steps" in group and "k" in group:  # schedulefree's groups
+        warmup = group["warmup_steps"]
+        return group["lr"] * (min(1.0, (group["k"] + 1) / warmup) if warmup else 1.0)
+    return group["lr"]
+
+
 def what_ran(accelerator):
     """The `all_results.json` keys that say what ran the job: `common.hardware.host_info` (device, bf16 native or
     emulated, threads, heap reuse) and, with `--fast_dropout`, `common.fast_dropout.fast_dropout_report` (what it
@@ -290,6 +308,10 @@ class TrainingRun:
         train_dataloader: the prepared training DataLoader, or None for an evaluation-only run.
         optimizer: the prepared optimizer (its first parameter group's `lr` is the logged rate).
         logger: the script's `accelerate.logging` logger.
+        loss_items: function batch -> 0-d tensor, the items the model's loss is a mean over
+            (`common.accumulation.count_examples`, the default, or `label_tokens(shift)` for a token-level loss):
+            `summed_loss` / `normalize_gradients` make each optimizer step's gradient that of the mean loss per item
+            of its whole accumulation window on all processes (`common.accumulation`).
 
     Raises:
         RuntimeError: when the prepared DataLoader's length differs from the one the step plan (and so the
@@ -297,7 +319,7 @@ class TrainingRun:
         ValueError: when the environment variable EXAMPLES_PAUSE_AT is malformed (`common.preemption.pause_point`).
     """
 
-    def __init__(self, accelerator, args, plan, train_dataloader, optimizer, logger):
+    def __init__(self, accelerator, args, plan, train_dataloader, optimizer, logger, loss_items=count_examples):
         # A `--streaming` DataLoader (common/streaming.py) has no length; its position travels in the checkpoints.
         self.train_dataloader = train_dataloader
         self.streaming = hasattr(train_dataloader, "stream_state_dict")
@@ -326,7 +348,25 @@ class TrainingRun:
         self._window_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
         self._window_micro_batches = 0
         self._samples_in_done_epochs = 0  # real samples, all processes
-        self._next_lr = optimizer.param_groups[0]["lr"]
+        self._next_lr = current_learning_rate(optimizer)
+        # The step's gradient norm before clipping, as `accelerator.clip_grad_norm_` returned it (the script sets it
+        # when gradients are synced; a tensor, read only when logged: no host sync otherwise).
+        self.grad_norm = None
+        # The items (examples or label tokens) of the current accumulation window on this process (common.accumulation)
+        self._loss_items = loss_items
+        self._window_items = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+        self._rescale = accelerator.distributed_type != DistributedType.DEEPSPEED
+        if not self._rescale:
+            logger.warning("DeepSpeed: its gradients cannot be rescaled after the backward pass, so each "
+                           "micro-batch's mean loss is backpropagated (a mean of micro-batch means, the last short "
+                           "accumulation window divided by the full --gradient_accumulation_steps); its config's "
+                           "gradient_clipping applies, not --max_grad_norm.")
+        # --eval_steps / best model / early stopping (`set_evaluation`, `_record_evaluation`).
+        self._evaluation = self._model = self._processor = None
+        self.main_metric = None
+        self._evaluated_at = None  # the step of the last recorded evaluation (one record per step)
+        self.best = {"value": None, "step": None, "epoch": None, "patience_count": 0}
+        self.stopped_early = False
         self._preempt_after_epoch = False
         self._start = time.perf_counter()
         self.progress_bar = None
@@ -368,7 +408,12 @@ class TrainingRun:
                 f"rate never reaches --learning_rate {getattr(args, 'learning_rate', '?')} (it peaks at "
                 f"{self.max_train_steps}/{warmup} of it); lower --num_warmup_steps if that is not intended.")
         then = f"; then the --test_file {args.test_file} is predicted" if getattr(args, "test_file", None) else ""
-        self.logger.info(f"  Evaluation after every epoch; the model and results go to {args.output_dir}{then}")
+        eval_steps = getattr(args, "eval_steps", None)
+        when = "after every epoch" if getattr(args, "eval_strategy", "epoch") == "epoch" else "at the end"
+        if eval_steps:
+            when = f"every {eval_steps} optimizer steps and {when}"
+        self.logger.info(f"  Evaluation {when}; the model and results go to {args.output_dir}{then}")
+
 
     def _run_settings(self):
         return run_settings(self.args, self.accelerator, self.train_dataloader)
@@ -388,11 +433,13 @@ class TrainingRun:
         """
         if not self.args.resume_from_checkpoint:
             self._trim_eval_history(0)  # a fresh run (e.g. --overwrite_output_dir) starts a fresh history
+            self._remove_stale_best()
             return None
         checkpoint = resolve_checkpoint(self.args.resume_from_checkpoint, self.args.output_dir)
         if checkpoint is None:
             self.logger.warning(f"No checkpoint in {self.args.output_dir} yet: starting from scratch.")
             self._trim_eval_history(0)
+            self._remove_stale_best()
             return None
         ignore = getattr(self.args, "ignore_checkpoint_mismatch", False)
         differences = check_run_settings(checkpoint, self._run_settings(), ignore)
@@ -436,7 +483,13 @@ class TrainingRun:
             self._carried["samples"] -= epoch_samples
             self._epoch_loss_before_resume = totals.get("epoch_loss_sum", 0.0)
             self._epoch_micro_batches_before_resume = totals.get("epoch_micro_batches", 0)
-        self._next_lr = self.optimizer.param_groups[0]["lr"]  # restored with the optimizer state
+        progress = json.loads(progress_file.read_text()) if progress_file.is_file() else {}
+        self.best.update(progress.get("best", {}))  # best value, its step, the patience count so far
+        patience = getattr(self.args, "early_stopping_patience", None)
+        if patience and self.best["patience_count"] >= patience:  # saved at the step that stopped the run
+            self.stopped_early = True
+            self.starting_epoch, self.batches_to_skip = self.num_train_epochs, 0
+        self._next_lr = current_learning_rate(self.optimizer)  # restored with the optimizer state
         if self.streaming:  # the stream continues at its saved position: nothing to skip
             self.train_dataloader.load_stream_state_dict(
                 load_stream_state(checkpoint, self.accelerator.process_index))
@@ -456,6 +509,54 @@ class TrainingRun:
             path.write_text("".join(line + "\n" for line in kept))
 
     # ----- the loop's hooks -----
+    def summed_loss(self, loss, batch):
+        """The loss to backpropagate for one micro-batch: the model's mean `loss` times the micro-batch's items
+        (`loss_items(batch)`): its sum over them; the window's gradients are divided by the window's items on all
+        processes at its end (`normalize_gradients`). Counts the items. Under DeepSpeed: `loss` as it is.
+
+        Args:
+            loss: the micro-batch's mean loss (scalar tensor with a graph).
+            batch: the collated batch dict.
+        """
+        if not self._rescale:
+            return loss
+        items = self._loss_items(batch)
+        self._window_items += items.to(torch.float64)
+        return loss * items.to(loss.dtype)
+
+    def normalize_gradients(self, model):
+        """At the end of an accumulation window (`accelerator.sync_gradients`), on every process, before clipping
+        and the optimizer step: multiplies the gradients by `common.accumulation.gradient_scale` of the window's
+        items summed over processes (one all-reduce with 2+ processes), so that they are the gradients of the mean
+        loss per item of the whole window. A no-op under DeepSpeed (see `summed_loss`).
+
+        Args:
+            model: the prepared model.
+        """
+        if not self._rescale:
+            return
+        items = self._window_items
+        if self.accelerator.num_processes > 1:
+            items = self.accelerator.reduce(items.clone(), reduction="sum")
+        # gradient_scale(N, A, M) computed on the device: no host sync
+        scale = float(self.accelerator.num_processes * self.accelerator.gradient_accumulation_steps)
+        factor = torch.where(items > 0, scale / items.clamp(min=1.0), torch.zeros_like(items)).to(torch.float32)
+        scale_gradients(model.parameters(), factor)
+        self._window_items.zero_()
+
+    @property
+    def measures_grad_norm(self):
+        """Whether the script calls `accelerator.clip_grad_norm_` at this run's optimizer steps: to clip
+        (`--max_grad_norm` > 0) or to log the norm (`--with_tracking`). Otherwise the pass over the gradients is
+        skipped (about 7 % of an AdamW step's time on CPU)."""
+        return bool(getattr(self.args, "max_grad_norm", 0.0)) or bool(getattr(self.args, "with_tracking", False))
+
+    @property
+    def max_grad_norm(self):
+        """The `max_norm` to give `accelerator.clip_grad_norm_`: `--max_grad_norm`, or infinity when it is 0 (or
+        absent): the norm is then measured and logged, the gradients left as they are."""
+        return getattr(self.args, "max_grad_norm", 0.0) or math.inf
+
     @property
     def finished(self):
         """True once `max_train_steps` optimizer steps are done."""
@@ -497,7 +598,7 @@ class TrainingRun:
         """
         self.completed_steps += 1
         pause_here(self.accelerator, ("after_step", self.completed_steps))  # EXAMPLES_PAUSE_AT (tests)
-        learning_rate, self._next_lr = self._next_lr, self.optimizer.param_groups[0]["lr"]
+        learning_rate, self._next_lr = self._next_lr, current_learning_rate(self.optimizer)
         stats = torch.stack([
             self._window_loss,
             torch.tensor(float(self._window_micro_batches), dtype=torch.float64, device=self._window_loss.device),
@@ -521,9 +622,17 @@ class TrainingRun:
             )
         self.progress_bar.set_postfix(loss=f"{step_loss:.4g}", lr=f"{learning_rate:.3g}", refresh=False)
         self.progress_bar.update(1)
+        grad_norm, self.grad_norm = self.grad_norm, None
         if self.args.with_tracking:
             logged = {"loss": step_loss, "learning_rate": learning_rate, **logs}
+            if grad_norm is not None and "grad_norm" not in logged:
+                logged["grad_norm"] = float(grad_norm)
             self.accelerator.log(logged, step=self.completed_steps)
+        if self._evaluation_due(epoch):  # --eval_steps: evaluated inside the epoch, before the step's checkpoint
+            self.optimizer.eval()  # schedule-free AdamW: its averaged weights (a no-op for AdamW)
+            self._record_evaluation(epoch, self._evaluate())
+            self._model.train()
+            self.optimizer.train()
         checkpointing_steps = self.args.checkpointing_steps
         if isinstance(checkpointing_steps, int) and self.completed_steps % checkpointing_steps == 0:
             self.save_checkpoint(f"step_{self.completed_steps}", epoch)
@@ -533,7 +642,7 @@ class TrainingRun:
                 self._preempt_after_epoch = True
             else:
                 self._exit_preempted(epoch)
-        return self.finished
+        return self.finished or self.stopped_early
 
     def after_epoch(self, epoch, eval_metrics):
         """After each epoch's evaluation, on every process: logs `eval_*`, the epoch's `train_loss` and
@@ -562,9 +671,90 @@ class TrainingRun:
         self._epoch_micro_batches = self._epoch_samples = self._epoch_samples_before_resume = 0
         self._epoch_loss_before_resume, self._epoch_micro_batches_before_resume = 0.0, 0
 
+        train_loss = epoch_loss_sum / epoch_micro_batches if epoch_micro_batches else None
+        if eval_metrics is None or self._evaluated_at == self.completed_steps:
+            # not evaluated at this epoch's end (--eval_strategy steps), or already recorded at this step
+            # (--eval_steps): the epoch's training loss alone, to the trackers
+            self.logger.info(f"epoch {epoch}: {json.dumps({'train_loss': train_loss, 'step': self.completed_steps})}")
+            if self.args.with_tracking and train_loss is not None:
+                self.accelerator.log({"train_loss": train_loss, "epoch": epoch}, step=self.completed_steps)
+        else:
+            self._record_evaluation(epoch, eval_metrics, train_loss=train_loss, epoch_end=True)
+        if self.args.checkpointing_steps == "epoch":
+            self.save_checkpoint(f"epoch_{epoch}", epoch)
+        if self._preempt_after_epoch:
+            self._exit_preempted(epoch)
+
+    # ----- evaluation inside the epoch, the best model, early stopping -----
+    def set_evaluation(self, model, evaluate, processor=None, main_metric=None):
+        """Gives the run the script's evaluation, for `--eval_steps` (inside the epoch) and the best model.
+
+        Args:
+            model: the prepared model (set back to `train()` after an evaluation inside the epoch; `best/` saves it).
+            evaluate: a function of no arguments that evaluates on every process and returns the metrics dict,
+                un-prefixed, the same on every process (the script's `evaluate`), or a tuple whose first item it is.
+            processor: the tokenizer / processor saved into `best/` with the model (or None).
+            main_metric: the script's main metric (un-prefixed), the default of `--metric_for_best_model`.
+        """
+        self._model, self._evaluation, self._processor, self.main_metric = model, evaluate, processor, main_metric
+        if self.tracks_best and self.max_train_steps > 0:
+            patience = getattr(self.args, "early_stopping_patience", None)
+            stopping = f"; early stopping after {patience} evaluations without improvement" if patience else ""
+            better = "higher" if self.greater_is_better() else "lower"
+            self.logger.info(f"  Best model by {self.metric_name()} ({better} is better) kept in "
+                             f"{Path(self.args.output_dir) / BEST_DIR}{stopping}")
+
+    @property
+    def tracks_best(self):
+        """True when `best/` is kept: `--metric_for_best_model`, `--load_best_model_at_end` or
+        `--early_stopping_patience` given (and the script gave its evaluation)."""
+        args = self.args
+        return self._evaluation is not None and bool(
+            getattr(args, "metric_for_best_model", None) or getattr(args, "load_best_model_at_end", False)
+            or getattr(args, "early_stopping_patience", None))
+
+    def metric_name(self):
+        """`eval_<metric>`: `--metric_for_best_model` (with or without its eval_ prefix), else the script's main
+        metric, else loss."""
+        name = getattr(self.args, "metric_for_best_model", None) or self.main_metric or "loss"
+        return name if name.startswith("eval_") else f"eval_{name}"
+
+    def greater_is_better(self):
+        """`--greater_is_better`, else False for a metric named like a loss or an error rate, True otherwise."""
+        flag = getattr(self.args, "greater_is_better", None)
+        if flag is not None:
+            return flag
+        return not any(word in self.metric_name() for word in LOWER_IS_BETTER)
+
+    def evaluates_after_epoch(self, epoch):
+        """Whether the script evaluates at the end of `epoch`: always with `--eval_strategy epoch`; with `steps`
+        only at the end of training (the last epoch, or an early stop), for `all_results.json`."""
+        if getattr(self.args, "eval_strategy", "epoch") == "epoch":
+            return True
+        return self.finished or self.stopped_early or epoch == self.num_train_epochs - 1
+
+    def _evaluation_due(self, epoch):
+        """An evaluation inside the epoch at this step: every `--eval_steps` optimizer steps, unless the epoch's
+        end evaluates at this very step anyway (`--eval_strategy epoch` and the step ends the epoch or the run)."""
+        eval_steps = getattr(self.args, "eval_steps", None)
+        if not eval_steps or self._evaluation is None or self.completed_steps % eval_steps:
+            return False
+        ends_epoch = self.completed_steps % self.plan.num_update_steps_per_epoch == 0 or self.finished
+        return not (ends_epoch and getattr(self.args, "eval_strategy", "epoch") == "epoch")
+
+    def _evaluate(self):
+        result = self._evaluation()
+        return result[0] if isinstance(result, tuple) else result
+
+    def _record_evaluation(self, epoch, eval_metrics, train_loss=None, epoch_end=False):
+        """Logs one evaluation at step `completed_steps` (`eval_*`, `epoch`, and at an epoch's end `train_loss`),
+        appends it to `eval_history.jsonl`, and with best-model tracking saves `best/` on improvement and decides
+        early stopping (on the main process; `accelerator.set_trigger` / `check_trigger` stop every process)."""
         record = {f"eval_{k}": v for k, v in eval_metrics.items()}
-        record["train_loss"] = epoch_loss_sum / epoch_micro_batches if epoch_micro_batches else None
+        if epoch_end:  # the epoch's mean training loss (none inside the epoch)
+            record["train_loss"] = train_loss
         record.update({"epoch": epoch, "step": self.completed_steps})
+        self._evaluated_at = self.completed_steps
         self.logger.info(f"epoch {epoch}: {json.dumps(record)}")
         if self.accelerator.is_main_process:
             Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
@@ -573,10 +763,85 @@ class TrainingRun:
         if self.args.with_tracking:
             logged = {k: v for k, v in record.items() if k != "step" and v is not None}
             self.accelerator.log(logged, step=self.completed_steps)
-        if self.args.checkpointing_steps == "epoch":
-            self.save_checkpoint(f"epoch_{epoch}", epoch)
-        if self._preempt_after_epoch:
-            self._exit_preempted(epoch)
+        if self.tracks_best:
+            self._update_best(epoch, record)
+
+    def _update_best(self, epoch, record):
+        """The best-model and patience bookkeeping of one evaluation (the rules of transformers' Trainer and
+        EarlyStoppingCallback): a value strictly better than the best so far becomes the best (and `best/` is
+        saved); the patience count resets only when it is better by more than `--early_stopping_threshold`,
+        else it grows by one; at `--early_stopping_patience` training stops."""
+        name = self.metric_name()
+        if name not in record:
+            raise ValueError(f"--metric_for_best_model {name}: not a metric of this script's evaluation (it gives "
+                             f"{', '.join(k for k in record if k.startswith('eval_'))}).")
+        value, best = record[name], self.best["value"]
+        greater = self.greater_is_better()
+        finite = value is not None and math.isfinite(value)
+        improved = finite and (best is None or (value > best if greater else value < best))
+        threshold = getattr(self.args, "early_stopping_threshold", 0.0) or 0.0
+        if improved and (best is None or abs(value - best) > threshold):  # compared with the best before this one
+            self.best["patience_count"] = 0
+        else:
+            self.best["patience_count"] += 1
+        if improved:
+            self.best.update({"value": value, "step": self.completed_steps, "epoch": epoch})
+            self._save_best(name)
+        patience = getattr(self.args, "early_stopping_patience", None)
+        if patience and self.accelerator.is_main_process and self.best["patience_count"] >= patience:
+            self.accelerator.set_trigger()  # decided on the main process ...
+        if patience and self.accelerator.check_trigger():  # ... and seen by every process (a collective)
+            self.stopped_early = True
+            self.logger.info(f"Early stopping at step {self.completed_steps}: {name} has not improved by more than "
+                             f"{threshold} for {self.best['patience_count']} evaluation(s) (best {self.best['value']}"
+                             f" at step {self.best['step']}).")
+
+    def _save_best(self, name):
+        """Writes the model (and processor) to `<output_dir>/best/` atomically (`.tmp-best/`, renamed when
+        complete) with `best.json` ({"metric", "value", "step", "epoch"}). Call on every process."""
+        output_dir = Path(self.args.output_dir)
+        tmp, final = output_dir / f".tmp-{BEST_DIR}", output_dir / BEST_DIR
+        if self.accelerator.is_main_process and tmp.exists():
+            shutil.rmtree(tmp)
+        save_model(self.accelerator, self._model, tmp, self._processor)
+        if self.accelerator.is_main_process:
+            info = {"metric": name, "value": self.best["value"], "step": self.best["step"],
+                    "epoch": self.best["epoch"]}
+            (tmp / BEST_FILE).write_text(json.dumps(info, indent=2))
+            if final.exists():
+                shutil.rmtree(final)
+            tmp.rename(final)
+        self.accelerator.wait_for_everyone()
+        self.logger.info(f"New best {name} = {self.best['value']} at step {self.best['step']}: saved {final}")
+
+    def _remove_stale_best(self):
+        """A fresh run (e.g. with --overwrite_output_dir) must not load or leave an earlier run's `best/`."""
+        final = Path(self.args.output_dir) / BEST_DIR
+        if self.accelerator.is_main_process and final.is_dir():
+            shutil.rmtree(final)
+        self.accelerator.wait_for_everyone()
+
+    def load_best_model_at_end(self):
+        """With `--load_best_model_at_end`: loads `best/`'s weights into the model (every process), so that the
+        final evaluation, save and `all_results.json` are the best evaluation's.
+
+        Returns:
+            True when the weights were loaded (the script then evaluates again), False otherwise.
+
+        Raises:
+            ValueError: when `best/` is missing though the run recorded a best step.
+        """
+        if not getattr(self.args, "load_best_model_at_end", False) or self.best["step"] is None:
+            return False
+        folder = Path(self.args.output_dir) / BEST_DIR
+        if not (folder / BEST_FILE).is_file():
+            raise ValueError(f"--load_best_model_at_end: {folder} is missing (the best evaluation was at step "
+                             f"{self.best['step']}).")
+        self.accelerator.wait_for_everyone()
+        load_saved_weights(self.accelerator.unwrap_model(self._model), folder)
+        self.logger.info(f"Loaded the best model ({self.metric_name()} = {self.best['value']} at step "
+                         f"{self.best['step']}) from {folder}")
+        return True
 
     # ----- checkpoints -----
     def _real_samples(self, seen):
@@ -618,7 +883,8 @@ class TrainingRun:
     def save_checkpoint(self, name, epoch):
         """Writes checkpoint `name` (`step_N` / `epoch_N`) atomically with the run's totals and settings
         (`common.checkpointing.save_checkpoint`). Call on every process. Returns its path."""
-        extra = {"totals": self._totals(), "run_settings": self._run_settings()}
+        extra = {"totals": self._totals(), "run_settings": self._run_settings(),
+                 "best": dict(self.best)}
         return save_checkpoint(
             self.accelerator, self.args.output_dir, name, self.completed_steps, epoch,
             self.args.checkpoints_total_limit, extra=extra, stream_state=self._stream_state(),
@@ -631,7 +897,8 @@ class TrainingRun:
     def _exit_preempted(self, epoch):
         if self.progress_bar is not None:
             self.progress_bar.close()
-        extra = {"totals": self._totals(), "run_settings": self._run_settings()}
+        extra = {"totals": self._totals(), "run_settings": self._run_settings(),
+                 "best": dict(self.best)}
         exit_preempted(self.accelerator, self.logger, self.args, self.completed_steps, epoch, extra=extra,
                        stream_state=self._stream_state())
 
@@ -674,6 +941,17 @@ class TrainingRun:
         if totals["tokens"] + totals["padding"] > 0:
             results["train_tokens_per_second"] = round(totals["tokens"] / runtime, 3)
             results["train_padding_fraction"] = round(totals["padding"] / (totals["padding"] + totals["tokens"]), 4)
+        if getattr(self.args, "auto_find_batch_size", False):  # the batch size that fit (common/batch_size.py)
+            results["per_device_train_batch_size"] = self.args.per_device_train_batch_size
+            results["gradient_accumulation_steps"] = self.args.gradient_accumulation_steps
+            results["auto_find_batch_size_requested"] = getattr(self.args, "auto_find_batch_size_requested",
+                                                                self.args.per_device_train_batch_size)
+        if self.best["step"] is not None:  # which evaluation was the best (and, with --load_best_model_at_end, scored)
+            results["best_model_step"] = self.best["step"]
+            results[f"best_{self.metric_name()}"] = self.best["value"]
+            results["best_model_loaded"] = bool(getattr(self.args, "load_best_model_at_end", False))
+        if self.stopped_early:
+            results["early_stopping_step"] = self.completed_steps
         results.update(what_ran(self.accelerator))
         return results
 

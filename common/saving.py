@@ -38,6 +38,31 @@ def save_model(accelerator, model, output_dir, tokenizer=None, merge_adapter=Fal
         save_merged(unwrapped, output_dir, tokenizer, state_dict)
 
 
+def load_saved_weights(model, folder):
+    """Loads into `model` (unwrapped) the weights that `save_model` wrote to `folder`: a LoRA model's adapter
+    (`adapter_model.safetensors`, peft's `set_peft_model_state_dict`), else the model's safetensors file(s)
+    (one `model.safetensors` or shards with their index: accelerate's `load_checkpoint_in_model`). Call on every
+    process (each loads its own copy; DDP copies stay equal).
+
+    Raises:
+        ValueError: naming `folder` when it holds no such weights.
+    """
+    from pathlib import Path
+
+    folder = Path(folder)
+    if is_peft_model(model):
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        set_peft_model_state_dict(model, load_file(str(folder / "adapter_model.safetensors")))
+        return
+    if not any(folder.glob("model*.safetensors")):
+        raise ValueError(f"{folder}: no model.safetensors (or shards) to load.")
+    from accelerate.utils import load_checkpoint_in_model
+
+    load_checkpoint_in_model(model, str(folder), strict=False)
+
+
 def write_all_results(accelerator, output_dir, results):
     """Writes `results` to `output_dir/all_results.json` on the main process.
 
@@ -65,5 +90,5 @@ def push_to_hub(accelerator, args, commit_message="End of training"):
         repo_id=repo_id,
         folder_path=args.output_dir,
         commit_message=commit_message,
-        ignore_patterns=["step_*", "epoch_*", ".tmp-*", "wandb/*", "*/events.out.*"],
+        ignore_patterns=["step_*", "epoch_*", "best/*", ".tmp-*", "wandb/*", "*/events.out.*"],
     )

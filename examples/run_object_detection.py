@@ -52,6 +52,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_OBJECT_DETECTION_MA
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_float, positive_int, validate_common_args
+from common.batch_size import train_with_batch_size_search
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -59,7 +60,7 @@ from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
 from common.metrics import load_metric
 from common.models.efficientnet_lite import register_auto_classes
-from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, majority_label, progress_bar
 from common.run import TrainingRun
@@ -139,12 +140,7 @@ def parse_args(argv=None):
         default=True,
         help="Flip training images (and their boxes) left-right with probability 0.5.",
     )
-    task.add_argument(
-        "--max_grad_norm",
-        type=float,
-        default=0.1,
-        help="Clip the gradient norm to this value (DETR's recipe: 0.1); 0 turns clipping off.",
-    )
+    parser.set_defaults(max_grad_norm=0.1)  # --max_grad_norm (common/args.py): DETR's recipe clips to 0.1
     task.add_argument(
         "--ignore_mismatched_sizes",
         action="store_true",
@@ -166,8 +162,6 @@ def parse_args(argv=None):
     if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
         parser.error("--model_type/--config_overrides build a new model; do not combine them with "
                      "--model_name_or_path.")
-    if args.max_grad_norm < 0:
-        parser.error(f"--max_grad_norm {args.max_grad_norm}: expected a value >= 0 (0 = no clipping).")
     return args
 
 
@@ -891,7 +885,7 @@ def training_function(args):
     # --backbone_learning_rate: the backbone's parameters in groups of their own (DETR trains a pretrained backbone
     # at a tenth of the transformer's rate).
     lr_overrides = {"model.backbone.": args.backbone_learning_rate} if args.backbone_learning_rate else None
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim,
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args),
                                 lr_overrides=lr_overrides)
     # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
     plan = plan_training_steps(args, train_dataloader, accelerator)
@@ -904,6 +898,10 @@ def training_function(args):
     )
     init_trackers(accelerator, "object_detection_no_trainer", args)  # the run's flags; steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
+    run.set_evaluation(model, lambda: evaluate(
+        model, eval_dataloader, accelerator, image_processor, splits["validation"], label_to_category,
+        dict(categories)), image_processor, main_metric="map")
     logger.info(f"  Categories = {categories}; image processor size = {dict(image_processor.size)}")
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
@@ -912,6 +910,7 @@ def training_function(args):
     evaluation = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        optimizer.train()  # schedule-free AdamW trains at its interpolated weights (no-op for AdamW)
         # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
         # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
         train_dataloader.set_epoch(epoch)
@@ -924,9 +923,13 @@ def training_function(args):
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
                 loss = model(**batch).loss  # DETR's Hungarian-matched class + L1 + GIoU loss
-                accelerator.backward(loss)
-                if accelerator.sync_gradients and args.max_grad_norm > 0:
-                    accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                # Summed over this micro-batch's examples here, divided by all the examples of the accumulation window
+                # (all processes) below: each step's gradient is that of the window's mean loss per example.
+                accelerator.backward(run.summed_loss(loss, batch))
+                if accelerator.sync_gradients:  # once per optimizer step, on the whole window's gradients:
+                    run.normalize_gradients(model)  # / the window's examples, summed over processes
+                    if run.measures_grad_norm:  # --max_grad_norm > 0, or --with_tracking (grad_norm is logged)
+                        run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)  # clipped
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
@@ -934,10 +937,17 @@ def training_function(args):
             # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
             if accelerator.sync_gradients and run.after_optimizer_step(epoch):
                 break
-        evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
-                              label_to_category, dict(categories))
-        run.after_epoch(epoch, evaluation[0])  # log eval_*, eval_history.jsonl, epoch_N
+        if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
+            optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
+            evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
+                                  label_to_category, dict(categories))
+        run.after_epoch(epoch, evaluation[0] if evaluation else None)  # log eval_*, eval_history.jsonl, epoch_N, best/
+        if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
+            break
 
+    optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
+    if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
+        evaluation = None
     if evaluation is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
                               label_to_category, dict(categories))
@@ -957,7 +967,8 @@ def main(argv=None):
     validate_args(args)
     # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
     with sigterm_checkpointing():
-        return training_function(args)
+        # --auto_find_batch_size: halve the batch on out-of-memory and start again (common/batch_size.py)
+        return train_with_batch_size_search(training_function, args)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_SEMANTIC_SEGMENTATI
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_int, validate_common_args
+from common.batch_size import train_with_batch_size_search
 from common.data import read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -52,7 +53,7 @@ from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
 from common.metrics import load_metric
 from common.metrics.mean_iou.mean_iou import confusion_matrix, scores_from_confusion_matrix
-from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
@@ -861,7 +862,7 @@ def training_function(args):
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))
     # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
     plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
@@ -873,6 +874,10 @@ def training_function(args):
     )
     init_trackers(accelerator, "semantic_segmentation_no_trainer", args)  # the run's flags; steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
+    run.set_evaluation(model, lambda: evaluate(
+        model, eval_dataloader, accelerator, config.id2label, args.ignore_index), image_processor,
+        main_metric="mean_iou")
     logger.info(f"  Classes = {config.id2label}; model input = {model_input_size(image_processor)}")
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
@@ -881,6 +886,7 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        optimizer.train()  # schedule-free AdamW trains at its interpolated weights (no-op for AdamW)
         # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
         # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
         train_dataloader.set_epoch(epoch)
@@ -894,7 +900,13 @@ def training_function(args):
             with accelerator.accumulate(model):
                 # The model upsamples its logits to the labels' size and skips pixels equal to --ignore_index.
                 loss = model(pixel_values=batch["pixel_values"], labels=batch["labels"]).loss
-                accelerator.backward(loss)
+                # Summed over this micro-batch's examples here, divided by all the examples of the accumulation window
+                # (all processes) below: each step's gradient is that of the window's mean loss per example.
+                accelerator.backward(run.summed_loss(loss, batch))
+                if accelerator.sync_gradients:  # once per optimizer step, on the whole window's gradients:
+                    run.normalize_gradients(model)  # / the window's examples, summed over processes
+                    if run.measures_grad_norm:  # --max_grad_norm > 0, or --with_tracking (grad_norm is logged)
+                        run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)  # clipped
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
@@ -902,9 +914,17 @@ def training_function(args):
             # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
             if accelerator.sync_gradients and run.after_optimizer_step(epoch):
                 break
-        eval_metrics, class_pixels = evaluate(model, eval_dataloader, accelerator, config.id2label, args.ignore_index)
-        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
+        if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
+            optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
+            eval_metrics, class_pixels = evaluate(model, eval_dataloader, accelerator, config.id2label,
+                                                  args.ignore_index)
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N, best/
+        if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
+            break
 
+    optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
+    if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
+        eval_metrics = None
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics, class_pixels = evaluate(model, eval_dataloader, accelerator, config.id2label, args.ignore_index)
     results = run.results(eval_metrics)  # eval_samples: the images scored, on any number of processes
@@ -924,7 +944,8 @@ def main(argv=None):
     validate_args(args)
     # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
     with sigterm_checkpointing():
-        return training_function(args)
+        # --auto_find_batch_size: halve the batch on out-of-memory and start again (common/batch_size.py)
+        return train_with_batch_size_search(training_function, args)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration, gather_object
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from common.accumulation import label_tokens
 from common.adapters import apply_peft
 from common.args import (
     add_common_args,
@@ -39,6 +40,7 @@ from common.args import (
     positive_int,
     validate_common_args,
 )
+from common.batch_size import train_with_batch_size_search
 from common.data import load_data_files, read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -46,7 +48,7 @@ from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
 from common.metrics import load_metric
-from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import progress_bar
 from common.run import TrainingRun
@@ -588,7 +590,7 @@ def training_function(args):
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))
     lr_scheduler = build_lr_scheduler(
         optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
@@ -596,7 +598,12 @@ def training_function(args):
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
     init_trackers(accelerator, "sft_no_trainer", args)  # the run's flags; logged steps = optimizer steps
-    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # banner, counters, hooks; the loss is a mean over label tokens (common/accumulation.py)
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger,
+                      loss_items=label_tokens(shift=1))
+    # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
+    run.set_evaluation(model, lambda: {**evaluate(model, eval_dataloader, accelerator), **generation_eval(
+        args, model, tokenizer, eval_conversations, accelerator, epoch)}, tokenizer, main_metric="loss")
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model (adapter included), optimizer, scheduler, RNG states
         run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, totals
@@ -604,6 +611,7 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        optimizer.train()  # schedule-free AdamW trains at its interpolated weights (no-op for AdamW)
         train_dataloader.set_epoch(epoch)  # an epoch's order depends on (seed, epoch) only
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0  # resuming mid-epoch
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
@@ -613,17 +621,30 @@ def training_function(args):
                 # use_cache=False: with a cache, transformers ignores packed rows' restarting position ids and
                 # lets examples attend to each other (tests/examples/test_run_sft.py shows it).
                 loss = model(**batch, use_cache=False).loss
-                accelerator.backward(loss)
+                # Summed over this micro-batch's label tokens here, divided by all the label tokens of the accumulation
+                # window (all processes) below: each step's gradient is that of the window's mean loss per label token.
+                accelerator.backward(run.summed_loss(loss, batch))
+                if accelerator.sync_gradients:  # once per optimizer step, on the whole window's gradients:
+                    run.normalize_gradients(model)  # / the window's label tokens, summed over processes
+                    if run.measures_grad_norm:  # --max_grad_norm > 0, or --with_tracking (grad_norm is logged)
+                        run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)  # clipped
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
             run.record_micro_batch(batch, loss)
             if accelerator.sync_gradients and run.after_optimizer_step(epoch):  # progress, log, step_N, SIGTERM
                 break
-        eval_metrics = evaluate(model, eval_dataloader, accelerator)
-        eval_metrics.update(generation_eval(args, model, tokenizer, eval_conversations, accelerator, epoch))
-        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
+        if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
+            optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
+            eval_metrics = evaluate(model, eval_dataloader, accelerator)
+            eval_metrics.update(generation_eval(args, model, tokenizer, eval_conversations, accelerator, epoch))
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N, best/
+        if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
+            break
 
+    optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
+    if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
+        eval_metrics = None
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0: the model as loaded, e.g. zero-shot)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
         eval_metrics.update(generation_eval(args, model, tokenizer, eval_conversations, accelerator, None))
@@ -643,7 +664,8 @@ def main(argv=None):
     args = parse_args(argv)
     validate_common_args(args)
     with sigterm_checkpointing():  # SIGTERM/SIGUSR1 -> checkpoint after the current step, exit 75
-        return training_function(args)
+        # --auto_find_batch_size: halve the batch on out-of-memory and start again (common/batch_size.py)
+        return train_with_batch_size_search(training_function, args)
 
 
 if __name__ == "__main__":

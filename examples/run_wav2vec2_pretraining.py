@@ -35,14 +35,16 @@ from accelerate.utils import DistributedType, ProjectConfiguration
 from transformers import AutoConfig, AutoFeatureExtractor, Wav2Vec2FeatureExtractor, Wav2Vec2ForPreTraining
 from transformers.models.wav2vec2.modeling_wav2vec2 import _compute_mask_indices, _sample_negative_indices
 
+from common.accumulation import gradient_scale, scale_gradients  # the window's loss per masked frame
 from common.args import add_common_args, non_negative_int, positive_float, positive_int, validate_common_args
+from common.batch_size import train_with_batch_size_search
 from common.data import check_separate_folders
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
-from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
@@ -111,10 +113,9 @@ def parse_args(argv=None):
                       help="Temperature of optimizer step s (0-based): max(max_gumbel_temperature x decay^s, "
                       "min_gumbel_temperature). The paper's 0.999995 anneals over ~280k steps; a short run needs a "
                       "smaller decay (0.999 reaches 0.5 after ~1,400 steps).")
-    task.add_argument("--max_grad_norm", type=float, default=1.0,
-                      help="Clip the gradient norm (of the loss per masked frame) to this value; 0 turns clipping "
-                      "off. 1.0 as the Trainer's default: pretraining from scratch has gradient spikes in its first "
-                      "steps (the logged grad_norm shows them).")
+    # --max_grad_norm (common/args.py) defaults to 1.0 here, as the Trainer's: pretraining from scratch has gradient
+    # spikes in its first steps (the logged grad_norm shows them). Clipped: the gradient of the loss per masked frame.
+    parser.set_defaults(max_grad_norm=1.0)
     args = parser.parse_args(argv)
     folders = args.train_dir is not None or args.validation_dir is not None
     if folders and (args.dataset_name or args.train_file or args.validation_file):
@@ -135,8 +136,6 @@ def parse_args(argv=None):
     if args.min_gumbel_temperature > args.max_gumbel_temperature:
         parser.error(f"--min_gumbel_temperature {args.min_gumbel_temperature} is above --max_gumbel_temperature "
                      f"{args.max_gumbel_temperature}.")
-    if args.max_grad_norm < 0:
-        parser.error(f"--max_grad_norm {args.max_grad_norm}: expected a value >= 0 (0 = no clipping).")
     if not 0.0 <= args.min_duration_in_seconds < args.max_duration_in_seconds:
         parser.error(f"--min_duration_in_seconds {args.min_duration_in_seconds}: expected 0 <= it < "
                      f"--max_duration_in_seconds {args.max_duration_in_seconds}.")
@@ -505,39 +504,6 @@ def gumbel_temperature(step, args):
     return max(args.max_gumbel_temperature * args.gumbel_temperature_decay ** step, args.min_gumbel_temperature)
 
 
-def gradient_scale(num_processes, gradient_accumulation_steps, total_masked):
-    """The factor that turns the accumulated gradients into those of the loss per masked frame of the whole
-    optimizer step.
-
-    Each micro-batch b on process p backpropagates the model's summed loss S_{b,p} (a sum over its masked frames);
-    `accelerator.backward` divides it by A = gradient_accumulation_steps and DDP averages the gradients over the N
-    processes, so after the window every parameter's gradient is
-
-        g = (1 / N) sum_p (1 / A) sum_b dS_{b,p}/dw.
-
-    The loss we want is L = (sum_{b,p} S_{b,p}) / M, M = sum_{b,p} M_{b,p} the masked frames of the window on all
-    processes, whose gradient is
-
-        dL/dw = g x N x A / M.
-
-    A window with fewer than A micro-batches (the end of an epoch) is still divided by A by accelerate, so the same
-    factor holds. With M = 0 (nothing masked anywhere) every S is 0 and so is the gradient: the factor is 0.
-
-    Returns:
-        float N x A / M, or 0.0 when M is 0.
-    """
-    total_masked = float(total_masked)
-    return num_processes * gradient_accumulation_steps / total_masked if total_masked > 0 else 0.0
-
-
-def scale_gradients(parameters, factor):
-    """Multiplies the gradient of every parameter that has one by `factor`, in place (before clipping and the
-    optimizer step; under fp16 the gradients are still loss-scaled, which commutes with a constant factor)."""
-    for parameter in parameters:
-        if parameter.grad is not None:
-            parameter.grad.mul_(factor)
-
-
 class WindowTotals:
     """This process's sums over the micro-batches of the current accumulation window, kept on the device (no host
     sync per micro-batch): masked frames, real frames, the model's summed loss, contrastive and diversity losses
@@ -594,31 +560,27 @@ def loss_per_masked_frame(outputs, batch):
     return outputs.loss.detach() / batch["mask_time_indices"].sum().clamp(min=1)
 
 
-def finish_window(model, accelerator, window, max_grad_norm):
-    """At the end of an accumulation window (`accelerator.sync_gradients`), on every process, before the optimizer
-    step: sums the window's totals over processes, rescales the gradients to the loss per masked frame of the
-    whole window (`gradient_scale`; not under DeepSpeed, see `micro_batch_loss`), clips them to
-    `max_grad_norm` (0: not clipped, the norm is still measured) and returns the step's logged values, the same on
-    every process.
+def finish_window(model, accelerator, window):
+    """At the end of an accumulation window (`accelerator.sync_gradients`), on every process, before the gradients
+    are clipped and the optimizer steps: sums the window's totals over processes, rescales the gradients to the loss
+    per masked frame of the whole window (`gradient_scale`; not under DeepSpeed, see `micro_batch_loss`) and returns
+    the step's logged values, the same on every process.
 
     Returns:
         {"loss", "contrastive_loss", "diversity_loss" (each per masked frame of the window), "codevector_perplexity"
-        (mean over the window's micro-batches on all processes), "masked_fraction" (masked / real frames),
-        "grad_norm" (before clipping)}; the loss keys are left out when nothing was masked.
+        (mean over the window's micro-batches on all processes), "masked_fraction" (masked / real frames)}; the loss
+        keys are left out when nothing was masked.
     """
     totals = window.reduce_and_reset(accelerator)
     if not uses_deepspeed(accelerator):
         factor = gradient_scale(accelerator.num_processes, accelerator.gradient_accumulation_steps, totals["masked"])
         scale_gradients(model.parameters(), factor)
-    norm = accelerator.clip_grad_norm_(model.parameters(), max_grad_norm if max_grad_norm > 0 else float("inf"))
     logs = {}
     if totals["masked"] > 0:
         for key in ("loss", "contrastive_loss", "diversity_loss"):
             logs[key] = totals[key] / totals["masked"]
     logs["codevector_perplexity"] = totals["codevector_perplexity"] / max(totals["micro_batches"], 1.0)
     logs["masked_fraction"] = totals["masked"] / max(totals["frames"], 1.0)
-    if norm is not None:
-        logs["grad_norm"] = float(norm)
     return logs
 
 
@@ -771,7 +733,7 @@ def training_function(args):
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))
     # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
     plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
@@ -784,6 +746,9 @@ def training_function(args):
     unwrapped = accelerator.unwrap_model(model)
     init_trackers(accelerator, "wav2vec2_pretraining_no_trainer", args)  # the run's flags; steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
+    run.set_evaluation(model, lambda: evaluate(model, eval_dataloader, accelerator),
+                       feature_extractor, main_metric="loss")
     logger.info(f"  Sampling rate = {sampling_rate} Hz; masks: mask_time_prob {mask_time_prob}, mask_time_length "
                 f"{mask_time_length}, min_masks {min_masks}; {config.num_negatives} distractors per masked frame; "
                 f"codebook {config.num_codevector_groups} x {config.num_codevectors_per_group}")
@@ -795,6 +760,7 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        optimizer.train()  # schedule-free AdamW trains at its interpolated weights (no-op for AdamW)
         # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
         # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
         train_dataloader.set_epoch(epoch)
@@ -813,8 +779,11 @@ def training_function(args):
                 # The model's loss is a sum over masked frames: backpropagated as it is (see micro_batch_loss) ...
                 accelerator.backward(micro_batch_loss(outputs, batch, accelerator))
                 window.add(outputs, batch)
-                if accelerator.sync_gradients:  # ... and the window's gradients rescaled to its masked frames
-                    step_logs = finish_window(model, accelerator, window, args.max_grad_norm)
+                if accelerator.sync_gradients:  # ... and the window's gradients rescaled to its masked frames,
+                    step_logs = finish_window(model, accelerator, window)
+                    # then clipped once per optimizer step (--max_grad_norm; its norm before clipping is logged)
+                    if run.measures_grad_norm:  # --max_grad_norm > 0, or --with_tracking (grad_norm is logged)
+                        run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
@@ -823,9 +792,16 @@ def training_function(args):
             if accelerator.sync_gradients and run.after_optimizer_step(
                     epoch, logs={**step_logs, "gumbel_temperature": temperature}):
                 break
-        eval_metrics = evaluate(model, eval_dataloader, accelerator)
-        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
+        if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
+            optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
+            eval_metrics = evaluate(model, eval_dataloader, accelerator)
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N, best/
+        if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
+            break
 
+    optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
+    if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
+        eval_metrics = None
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
     results = run.results(eval_metrics)  # eval_samples: the clips scored, on any number of processes
@@ -844,7 +820,8 @@ def main(argv=None):
     validate_args(args)
     # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
     with sigterm_checkpointing():
-        return training_function(args)
+        # --auto_find_batch_size: halve the batch on out-of-memory and start again (common/batch_size.py)
+        return train_with_batch_size_search(training_function, args)
 
 
 if __name__ == "__main__":

@@ -366,7 +366,7 @@ GRADIENT_CHECK = textwrap.dedent('''
                 outputs = model(**script.model_inputs(batch))
                 backward(outputs, batch, accelerator, window)
                 if accelerator.sync_gradients:
-                    logged.append(script.finish_window(model, accelerator, window, 0.0)["loss"])
+                    logged.append(script.finish_window(model, accelerator, window)["loss"])
                 optimizer.step()
                 optimizer.zero_grad()
         errors = []

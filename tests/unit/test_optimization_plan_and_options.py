@@ -64,7 +64,8 @@ def test_optim_choices_and_fused_reach_adamw():
 def test_unknown_optim_is_refused_naming_the_choices():
     with pytest.raises(ValueError) as error:
         build_optimizer(torch.nn.Linear(4, 2), 1e-3, 0.1, optim="sgd")
-    assert str(error.value) == "--optim sgd: expected one of adamw_torch, adamw_torch_foreach, adamw_torch_fused."
+    assert str(error.value) == ("--optim sgd: expected one of adamw_torch, adamw_torch_foreach, adamw_torch_fused, "
+                                "schedule_free_adamw.")
 
 
 def test_parameters_of_the_model_itself_are_grouped_by_their_own_names():

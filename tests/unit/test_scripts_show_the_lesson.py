@@ -21,6 +21,11 @@ CALLS_IN_TRAINING_FUNCTION = [
     ("optimizer", "zero_grad"),
     ("accelerator", "load_state"),
     ("accelerator", "skip_first_batches"),
+    # issue 36: gradients clipped (and their norm measured) once per optimizer step, and the optimizer's train /
+    # eval modes around evaluation (schedule-free AdamW; a no-op for AdamW)
+    ("accelerator", "clip_grad_norm_"),
+    ("optimizer", "train"),
+    ("optimizer", "eval"),
 ]
 
 

@@ -106,6 +106,45 @@ def test_collator_pads_with_the_fim_pad_token():
     assert run_fim.FimCollator(PAD, pad_to_length=6)([{"input_ids": [5], "labels": [5]}])["input_ids"].shape == (1, 6)
 
 
+def test_the_loss_items_are_the_tokens_the_causal_lm_loss_averages_and_accumulation_keeps_the_gradient():
+    # Issue 36: run_fim's TrainingRun counts label_tokens(shift=1). On training rows of unequal lengths
+    # (--no-truncate_or_pad: a rearranged block is 3 tokens longer, so batches are padded, label -100 there), that
+    # count is every token of a row but its first, and the model's mean loss times it is the summed cross-entropy of
+    # exactly those next-token predictions; so micro-batches of 2 summed that way and divided by the window's count
+    # give the gradient of the batch of 4 (the identity common/accumulation.py rests on).
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from common.accumulation import label_tokens
+
+    rows = [fim_blocks(run_fim.TRAIN_FIM_STREAM, prefix=[0], truncate_or_pad=False)[i] for i in range(8)]
+    assert len({len(row["input_ids"]) for row in rows}) == 2  # 9 and 12 tokens: padded batches
+    collator, count = run_fim.FimCollator(PAD), label_tokens(shift=1)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=420, n_positions=16, n_embd=16, n_layer=1, n_head=2,
+                                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    batch = collator(rows[:4])
+    assert int(count(batch)) == sum(len(row["input_ids"]) - 1 for row in rows[:4])
+    loss = model(**batch).loss
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    summed = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 420), batch["labels"][:, 1:].reshape(-1),
+                                               reduction="sum")
+    assert torch.allclose(loss * count(batch), summed, rtol=1e-5)
+
+    def gradients(micro_batches):
+        model.zero_grad()
+        total = sum(int(count(micro)) for micro in micro_batches)
+        for micro in micro_batches:
+            (model(**micro).loss * count(micro) / total).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    # rows 0-3 in one batch (padded to 12), and as two micro-batches of different widths and token counts
+    micro = [collator([rows[i] for i in (0, 2)]), collator([rows[i] for i in (1, 3)])]  # 12 and 9 wide
+    assert int(count(micro[0])) != int(count(micro[1]))
+    for whole, split in zip(gradients([batch]), gradients(micro)):
+        assert torch.allclose(whole, split, rtol=1e-4, atol=1e-6)
+
+
 # ---------------------------------------------------------------- infilling
 def test_infill_case_cuts_whole_inner_lines():
     text = "def f():\n    x = 1\n\n    return x\n"

@@ -4,12 +4,13 @@ unlabelled images.
 
 The task: each image is cut into a grid of `--mask_patch_size` squares; `--mask_ratio` of them (rounded up) are
 replaced by the model's mask token, at its own patch size (`--model_patch_size`, which must divide the mask patch);
-a one-layer decoder (a 1x1 convolution and a pixel shuffle by `--encoder_stride`) predicts the pixels and the loss is
-the L1 distance on the masked pixels only, in the image processor's normalised units (the model's own loss). The
-logged `loss` is that reconstruction loss per optimizer step. Evaluation after every epoch scores the held-out
-images with fixed masks (seeded by `--eval_mask_seed` and each image's index): `eval_loss`, the masked-pixel L1
-per image averaged over images, beside a baseline that predicts each image's mean visible pixel (per channel) for
-its masked patches (`eval_baseline_loss`), and its median visible pixel, the best constant under L1
+a one-layer decoder (a 1x1 convolution and a pixel shuffle by `--encoder_stride`) predicts the pixels and the loss
+is the L1 distance on the masked pixels only, in the image processor's normalised units (the model's own loss). The
+logged `loss` is that reconstruction loss per optimizer step; under gradient accumulation each step's gradient is
+that of the mean per masked pixel of its whole window (`masked_pixel_items`). Evaluation after every epoch scores
+the held-out images with fixed masks (seeded by `--eval_mask_seed` and each image's index): `eval_loss`, the
+masked-pixel L1 per image averaged over images, beside a baseline that predicts each image's mean visible pixel (per
+channel) for its masked patches (`eval_baseline_loss`), and its median visible pixel, the best constant under L1
 (`eval_median_baseline_loss`: on a plain background, the background).
 
 Inputs: image folders (`--train_dir` / `--validation_dir`, any layout; class sub-folders are ignored), CSV/JSON/JSON
@@ -41,13 +42,14 @@ from transformers import AutoConfig, AutoImageProcessor, AutoModelForMaskedImage
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_IMAGE_MODELING_MAPPING_NAMES
 
 from common.args import add_common_args, non_negative_int, positive_int, validate_common_args
+from common.batch_size import train_with_batch_size_search
 from common.data import load_data_files, require_columns, resolve_listing_paths
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
-from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import progress_bar
 from common.run import TrainingRun
@@ -507,6 +509,34 @@ def pixel_mask(bool_masked_pos, image_size, patch_size):
     return mask.unsqueeze(1).float()
 
 
+def masked_pixel_items(patch_size, num_channels):
+    """The items that the models' SimMIM loss is a mean over, for `TrainingRun(loss_items=...)`: every masked pixel
+    times every channel of the micro-batch.
+
+    transformers' `{ViT,DeiT,Swin,Swinv2,FocalNet}ForMaskedImageModeling` compute
+    `(l1 * mask).sum() / (mask.sum() + 1e-5) / config.num_channels`, with `mask` the (B, 1, H, W) expansion of
+    `bool_masked_pos` by `config.patch_size`: the mean absolute error over the batch's masked pixels x channels.
+    Their count is `bool_masked_pos.sum() x patch_size^2 x num_channels`, so the model's loss times it is the summed
+    error (up to the relative 1e-5 / masked pixels), and `run.normalize_gradients` divides by the masked pixels of
+    the whole accumulation window: the step's gradient is that of the window's mean per masked pixel, whatever the
+    micro-batch size (tests/unit/test_mim.py, batch 8 x GA 1 against 2 x GA 4).
+
+    Args:
+        patch_size: the model's patch size in pixels (`config.patch_size`; one `bool_masked_pos` entry per patch).
+        num_channels: `config.num_channels`.
+
+    Returns:
+        function batch -> 0-d int64 tensor on the batch's device.
+    """
+    pixels_per_patch = int(patch_size) ** 2 * int(num_channels)
+
+    def count(batch):
+        return batch["bool_masked_pos"].sum() * pixels_per_patch
+
+    count.__name__ = f"masked_pixel_items(patch_size={patch_size}, num_channels={num_channels})"
+    return count
+
+
 def masked_l1_per_image(pixel_values, reconstruction, mask):
     """Each image's mean absolute error over its masked pixels and all channels (SimMIM's loss, per image).
 
@@ -623,7 +653,7 @@ def training_function(args):
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))
     # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
     plan = plan_training_steps(args, train_dataloader, accelerator)
     lr_scheduler = build_lr_scheduler(
@@ -634,7 +664,13 @@ def training_function(args):
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
     init_trackers(accelerator, "mim_no_trainer", args)  # the run's flags; steps = optimizer steps
-    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # banner, counters, hooks; the loss is a mean over masked pixels x channels (`masked_pixel_items`)
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger,
+                      loss_items=masked_pixel_items(config.patch_size, config.num_channels))
+    # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping): eval_loss,
+    # lower is better
+    run.set_evaluation(model, lambda: evaluate(model, eval_dataloader, accelerator), image_processor,
+                       main_metric="loss")
     logger.info(f"  Image {config.image_size}x{config.image_size}, model patches {config.patch_size}x"
                 f"{config.patch_size}, mask squares {args.mask_patch_size}x{args.mask_patch_size}: "
                 f"{mask_generator.num_masked} of {mask_generator.num_squares} masked (--mask_ratio "
@@ -647,6 +683,7 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        optimizer.train()  # schedule-free AdamW trains at its interpolated weights (no-op for AdamW)
         # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
         # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
         train_dataloader.set_epoch(epoch)
@@ -659,7 +696,14 @@ def training_function(args):
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
                 loss = model(**batch).loss  # L1 on the masked pixels only (the model's own SimMIM loss)
-                accelerator.backward(loss)
+                # Summed over this micro-batch's masked pixels here, divided by all the masked pixels of the
+                # accumulation window (all processes) below: each step's gradient is that of the window's mean
+                # per masked pixel, not a mean of micro-batch means.
+                accelerator.backward(run.summed_loss(loss, batch))
+                if accelerator.sync_gradients:  # once per optimizer step, on the whole window's gradients:
+                    run.normalize_gradients(model)  # / the window's masked pixels, summed over processes
+                    if run.measures_grad_norm:  # --max_grad_norm > 0, or --with_tracking (grad_norm is logged)
+                        run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)  # clipped
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
@@ -667,9 +711,16 @@ def training_function(args):
             # After an optimizer step: progress bar, log the reconstruction loss and lr, step_N, SIGTERM.
             if accelerator.sync_gradients and run.after_optimizer_step(epoch):
                 break
-        eval_metrics = evaluate(model, eval_dataloader, accelerator)
-        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
+        if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
+            optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
+            eval_metrics = evaluate(model, eval_dataloader, accelerator)
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N, best/
+        if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
+            break
 
+    optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
+    if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
+        eval_metrics = None
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics = evaluate(model, eval_dataloader, accelerator)
     results = run.results(eval_metrics)  # eval_loss and eval_baseline_loss, eval_samples: the images scored
@@ -690,7 +741,8 @@ def main(argv=None):
     validate_args(args)
     # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
     with sigterm_checkpointing():
-        return training_function(args)
+        # --auto_find_batch_size: halve the batch on out-of-memory and start again (common/batch_size.py)
+        return train_with_batch_size_search(training_function, args)
 
 
 if __name__ == "__main__":

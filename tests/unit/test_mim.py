@@ -213,3 +213,110 @@ def test_an_examples_crop_flip_and_mask_depend_on_seed_epoch_and_index_only():
     assert torch.equal(first["pixel_values"][0], whole["pixel_values"][0])  # the whole image, resized
     batch = mim.collate_fn([{k: v[i] for k, v in again.items()} for i in range(3)])
     assert batch["pixel_values"].shape == (3, 3, 16, 16) and batch["bool_masked_pos"].dtype == torch.bool
+
+
+# ------------------------------------------------------------------------------ the loss under gradient accumulation
+def test_masked_pixel_items_counts_what_the_models_loss_averages_over():
+    """`masked_pixel_items` x the model's loss = the summed L1 over masked pixels and channels (the 1e-5 aside)."""
+    from transformers import ViTConfig, ViTForMaskedImageModeling
+
+    config = ViTConfig(image_size=8, patch_size=4, encoder_stride=4, hidden_size=8, num_hidden_layers=1,
+                       num_attention_heads=2, intermediate_size=16)
+    torch.manual_seed(0)
+    model = ViTForMaskedImageModeling(config).eval()
+    mask = torch.tensor([[True, False, False, True], [False, True, False, False]])
+    batch = {"pixel_values": torch.randn(2, 3, 8, 8), "bool_masked_pos": mask}
+    items = mim.masked_pixel_items(config.patch_size, config.num_channels)(batch)
+    assert items.item() == 3 * 16 * 3  # 3 masked patches of 4 x 4 pixels, 3 channels
+    with torch.no_grad():
+        outputs = model(**batch)
+    errors = (batch["pixel_values"] - outputs.reconstruction).abs() * mim.pixel_mask(mask, 8, 4)
+    assert (outputs.loss * items).item() == pytest.approx(errors.sum().item(), rel=1e-5)
+
+
+def test_batch_8_and_batch_2_with_accumulation_4_give_the_gradient_of_the_window_mean_per_masked_pixel(tmp_path):
+    """The script's loop body (`run.summed_loss`, `run.normalize_gradients` with `loss_items=masked_pixel_items`) on
+    a tiny ViT without dropout, 10 images whose masks hold 1 to 15 of 16 patches (so micro-batches hold very
+    different numbers of masked pixels), at batch 8 x GA 1 and batch 2 x GA 4: both make windows of 8 images then
+    a short one of 2, and each optimizer step's gradient (SGD at learning rate 0 captures it) equals that of the
+    model's loss on the whole window in one batch, the mean per masked pixel. The pre-fix `accelerator.backward(
+    loss)` (a mean of micro-batch means, the short window divided by 4) fails the same check at 2 x GA 4."""
+    from types import SimpleNamespace
+
+    from accelerate import Accelerator
+    from accelerate.logging import get_logger
+    from accelerate.state import AcceleratorState
+    from transformers import ViTConfig, ViTForMaskedImageModeling
+
+    from common.optimization import StepPlan
+    from common.run import TrainingRun
+
+    config = ViTConfig(image_size=16, patch_size=4, encoder_stride=4, hidden_size=16, num_hidden_layers=1,
+                       num_attention_heads=2, intermediate_size=32, hidden_dropout_prob=0.0,
+                       attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    initial = ViTForMaskedImageModeling(config).state_dict()
+    generator = torch.Generator().manual_seed(1)
+    pixels = torch.randn(10, 3, 16, 16, generator=generator)
+    counts = [1, 15, 2, 14, 1, 13, 3, 15, 1, 12]  # masked patches of 16, per image
+    masks = torch.zeros(10, 16, dtype=torch.bool)
+    for i, count in enumerate(counts):
+        masks[i, torch.randperm(16, generator=generator)[:count]] = True
+    windows = [range(0, 8), range(8, 10)]
+
+    def fresh_model():
+        model = ViTForMaskedImageModeling(config)
+        model.load_state_dict(initial)
+        return model.train()
+
+    expected = []  # the model's loss on the whole window: the mean over its masked pixels x channels
+    for window in windows:
+        model = fresh_model()
+        model(pixel_values=pixels[list(window)], bool_masked_pos=masks[list(window)]).loss.backward()
+        expected.append([p.grad.clone() for p in model.parameters()])
+
+    def step_gradients(batch_size, accumulation, fixed):
+        AcceleratorState._reset_state(True)
+        accelerator = Accelerator(cpu=True, gradient_accumulation_steps=accumulation)
+        model = fresh_model()
+        loader = torch.utils.data.DataLoader(
+            [{"pixel_values": p, "bool_masked_pos": m} for p, m in zip(pixels, masks)], batch_size=batch_size)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+        captured = []
+        optimizer.register_step_pre_hook(lambda *_: captured.append([p.grad.clone() for p in model.parameters()]))
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        args = SimpleNamespace(output_dir=str(tmp_path), per_device_train_batch_size=batch_size,
+                               gradient_accumulation_steps=accumulation, checkpointing_steps=None,
+                               checkpoints_total_limit=None, with_tracking=False, max_grad_norm=0.0)
+        steps = -(-len(loader) // accumulation)
+        run = TrainingRun(accelerator, args, StepPlan(len(loader), steps, steps, 1), loader, optimizer,
+                          get_logger("test_mim"), loss_items=mim.masked_pixel_items(4, 3))
+        for batch in loader:
+            with accelerator.accumulate(model):
+                loss = model(**batch).loss
+                if fixed:  # the script's lines
+                    accelerator.backward(run.summed_loss(loss, batch))
+                    if accelerator.sync_gradients:
+                        run.normalize_gradients(model)
+                else:
+                    accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+        return captured
+
+    def relative_errors(captured):
+        assert len(captured) == len(expected)
+        return [max((g - w).abs().max().item() for g, w in zip(grads, wanted))
+                / max(w.abs().max().item() for w in wanted) for grads, wanted in zip(captured, expected)]
+
+    try:
+        whole, accumulated = step_gradients(8, 1, True), step_gradients(2, 4, True)
+        before = step_gradients(2, 4, False)
+    finally:
+        AcceleratorState._reset_state(True)
+    assert max(relative_errors(whole)) < 1e-5
+    assert max(relative_errors(accumulated)) < 1e-5
+    for a, b in zip(whole, accumulated):
+        for x, y in zip(a, b):
+            torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-7)
+    assert max(relative_errors(before)) > 1e-2  # the control: the pre-fix mean of micro-batch means

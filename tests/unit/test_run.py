@@ -381,7 +381,9 @@ NOT_RUN_SETTINGS = {
     "eval_fim_seed", "infill_eval_samples", "infill_max_lines", "infill_max_new_tokens",
     # issue 36's evaluation and stopping flags (when they land)
     "eval_steps", "early_stopping_patience", "early_stopping_threshold", "metric_for_best_model",
-    "greater_is_better", "load_best_model_at_end",
+    "greater_is_better", "load_best_model_at_end", "eval_strategy",
+    # the batch size search: the batch size and accumulation it settles on are recorded (and a resume starts there)
+    "auto_find_batch_size", "keep_effective_batch_size",
 }
 
 

@@ -191,3 +191,24 @@ def test_maskformer_from_a_config_trains_and_scores(shapes_data, tmp_path):
     assert results["eval_samples"] == 16 and results["train_steps"] == 4
     assert rescored_map(out)[0] == pytest.approx(results["eval_map"], abs=1e-6)
     assert json.loads((out / "config.json").read_text())["model_type"] == "maskformer"
+
+
+@pytest.mark.slow
+def test_training_loop_flags_evaluate_every_n_steps_and_reload_the_best_mask_map(shapes_data, tmp_path):
+    """Issue 36's loop in this script: schedule-free AdamW, clipping at Mask2Former's 0.01, accumulation 2 over an
+    epoch of 12 micro-batches (6 steps), evaluation every 4 steps only; best/ follows the default metric (mask mAP)
+    and --load_best_model_at_end reports and saves its evaluation."""
+    out = tmp_path / "out"
+    launch(SCRIPT, train_args(shapes_data, out, "--max_train_steps", "8", "--per_device_train_batch_size", "4",
+                              "--gradient_accumulation_steps", "2", "--optim", "schedule_free_adamw",
+                              "--max_grad_norm", "0.01", "--eval_strategy", "steps", "--eval_steps", "4",
+                              "--load_best_model_at_end"))
+    records = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [4, 8]  # every --eval_steps, nothing at the epoch's end (step 6)
+    results = read_results(out)
+    best = json.loads((out / "best" / "best.json").read_text())
+    assert best["metric"] == "eval_map" and best["step"] == results["best_model_step"]
+    values = [r["eval_map"] for r in records]
+    assert best["value"] == max(values) and best["step"] == records[values.index(max(values))]["step"]
+    assert results["best_model_loaded"] is True and results["eval_map"] == pytest.approx(best["value"])
+    assert rescored_map(out)[0] == pytest.approx(results["eval_map"], abs=1e-6)  # predictions.json: best's

@@ -28,12 +28,13 @@ from transformers import AutoConfig, AutoTokenizer, XLNetForQuestionAnswering, d
 
 from common.adapters import apply_peft
 from common.args import add_common_args, validate_common_args
+from common.batch_size import train_with_batch_size_search
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
-from common.optimization import build_lr_scheduler, build_optimizer, plan_training_steps
+from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import progress_bar
 from common.run import TrainingRun
@@ -218,7 +219,7 @@ def training_function(args):
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
-    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, optim=args.optim)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))
     # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
     plan = plan_training_steps(args, train_dataloader, accelerator)  # no training data: evaluate (and predict) only
     lr_scheduler = build_lr_scheduler(
@@ -230,6 +231,9 @@ def training_function(args):
     )
     init_trackers(accelerator, "qa_beam_search_no_trainer", args)  # the run's flags; logged steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
+    run.set_evaluation(model, lambda: evaluate(
+        model, eval_dataloader, accelerator, eval_examples, eval_features, args), tokenizer, main_metric="f1")
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
         run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
@@ -237,6 +241,7 @@ def training_function(args):
     eval_metrics = None
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
+        optimizer.train()  # schedule-free AdamW trains at its interpolated weights (no-op for AdamW)
         # An epoch's order depends on (seed, epoch) only. set_epoch on the prepared DataLoader reaches its sampler,
         # which a skipping DataLoader shares (on 2+ processes set_epoch on the skipping one would not reach it).
         train_dataloader.set_epoch(epoch)
@@ -247,9 +252,16 @@ def training_function(args):
             # Inside `accumulate`, gradients are synced and the optimizer and scheduler really step only
             # every --gradient_accumulation_steps micro-batches (and at the end of the epoch).
             with accelerator.accumulate(model):
-                # (start + end cross-entropy) / 2 + 0.5 * binary cross-entropy of cls_logits against is_impossible
+                # (start + end cross-entropy) / 2 + 0.5 * binary cross-entropy of cls_logits against is_impossible,
+                # each a mean over the micro-batch's features
                 loss = model(**batch, use_mems=False).loss
-                accelerator.backward(loss)
+                # Summed over this micro-batch's features here, divided by all the features of the accumulation window
+                # (all processes) below: each step's gradient is that of the window's mean loss per feature.
+                accelerator.backward(run.summed_loss(loss, batch))
+                if accelerator.sync_gradients:  # once per optimizer step, on the whole window's gradients:
+                    run.normalize_gradients(model)  # / the window's features, summed over processes
+                    if run.measures_grad_norm:  # --max_grad_norm > 0, or --with_tracking (grad_norm is logged)
+                        run.grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.max_grad_norm)  # clipped
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
@@ -257,11 +269,18 @@ def training_function(args):
             # After an optimizer step: progress bar, log loss and lr, step_N, SIGTERM; True once finished.
             if accelerator.sync_gradients and run.after_optimizer_step(epoch):
                 break
-        eval_metrics, predictions, nbest, null_odds = evaluate(
-            model, eval_dataloader, accelerator, eval_examples, eval_features, args
-        )
-        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N
+        if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
+            optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
+            eval_metrics, predictions, nbest, null_odds = evaluate(
+                model, eval_dataloader, accelerator, eval_examples, eval_features, args
+            )
+        run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N, best/
+        if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
+            break
 
+    optimizer.eval()  # (a finished run resumed from a checkpoint saved in train mode)
+    if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
+        eval_metrics = None
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics, predictions, nbest, null_odds = evaluate(
             model, eval_dataloader, accelerator, eval_examples, eval_features, args
@@ -293,7 +312,8 @@ def main(argv=None):
     validate_common_args(args)
     # SIGTERM/SIGUSR1 -> checkpoint after the current optimizer step, exit 75 (common/preemption.py)
     with sigterm_checkpointing():
-        return training_function(args)
+        # --auto_find_batch_size: halve the batch on out-of-memory and start again (common/batch_size.py)
+        return train_with_batch_size_search(training_function, args)
 
 
 if __name__ == "__main__":

@@ -355,8 +355,11 @@ class TrainingRun:
         # The items (examples or label tokens) of the current accumulation window on this process (common.accumulation)
         self._loss_items = loss_items
         self._window_items = torch.zeros((), dtype=torch.float64, device=accelerator.device)
-        self._rescale = accelerator.distributed_type != DistributedType.DEEPSPEED
-        if not self._rescale:
+        # One process without accumulation: the micro-batch is the whole window, so the model's mean loss already
+        # is the window's mean per item; nothing to count or rescale (the loop costs what it did before issue 36).
+        whole_window = accelerator.num_processes == 1 and accelerator.gradient_accumulation_steps == 1
+        self._rescale = accelerator.distributed_type != DistributedType.DEEPSPEED and not whole_window
+        if accelerator.distributed_type == DistributedType.DEEPSPEED:
             logger.warning("DeepSpeed: its gradients cannot be rescaled after the backward pass, so each "
                            "micro-batch's mean loss is backpropagated (a mean of micro-batch means, the last short "
                            "accumulation window divided by the full --gradient_accumulation_steps); its config's "
@@ -512,7 +515,8 @@ class TrainingRun:
     def summed_loss(self, loss, batch):
         """The loss to backpropagate for one micro-batch: the model's mean `loss` times the micro-batch's items
         (`loss_items(batch)`): its sum over them; the window's gradients are divided by the window's items on all
-        processes at its end (`normalize_gradients`). Counts the items. Under DeepSpeed: `loss` as it is.
+        processes at its end (`normalize_gradients`). Counts the items. Under DeepSpeed, and on one process
+        without gradient accumulation (where the micro-batch is the window): `loss` as it is.
 
         Args:
             loss: the micro-batch's mean loss (scalar tensor with a graph).
@@ -528,7 +532,8 @@ class TrainingRun:
         """At the end of an accumulation window (`accelerator.sync_gradients`), on every process, before clipping
         and the optimizer step: multiplies the gradients by `common.accumulation.gradient_scale` of the window's
         items summed over processes (one all-reduce with 2+ processes), so that they are the gradients of the mean
-        loss per item of the whole window. A no-op under DeepSpeed (see `summed_loss`).
+        loss per item of the whole window. A no-op under DeepSpeed and on one process without accumulation (see
+        `summed_loss`).
 
         Args:
             model: the prepared model.

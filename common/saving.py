@@ -40,12 +40,16 @@ def save_model(accelerator, model, output_dir, tokenizer=None, merge_adapter=Fal
 
 def load_saved_weights(model, folder):
     """Loads into `model` (unwrapped) the weights that `save_model` wrote to `folder`: a LoRA model's adapter
-    (`adapter_model.safetensors`, peft's `set_peft_model_state_dict`), else the model's safetensors file(s)
-    (one `model.safetensors` or shards with their index: accelerate's `load_checkpoint_in_model`). Call on every
-    process (each loads its own copy; DDP copies stay equal).
+    (`adapter_model.safetensors`, peft's `set_peft_model_state_dict`), else the whole saved model. The latter goes
+    through `from_pretrained` of the model's own class, because transformers renames some weights on save (ViT's
+    masked-image-modelling, Swin, SegFormer, DETR, MaskFormer checkpoints...) and maps them back only on load: a
+    plain state-dict load of the file by name (accelerate's `load_checkpoint_in_model`, strict=False) silently
+    left those at their current values (found by the 2026-12-04 break test: 32 of 41 ViT tensors). Call on every
+    process (each loads its own copy; DDP copies stay equal). Costs a second copy of the model while it runs.
 
     Raises:
-        ValueError: naming `folder` when it holds no such weights.
+        ValueError: naming `folder` when it holds no such weights, or when a weight of `model` is not in it (or has
+            another shape), so that a partial restore never passes for the best model.
     """
     from pathlib import Path
 
@@ -58,9 +62,19 @@ def load_saved_weights(model, folder):
         return
     if not any(folder.glob("model*.safetensors")):
         raise ValueError(f"{folder}: no model.safetensors (or shards) to load.")
-    from accelerate.utils import load_checkpoint_in_model
-
-    load_checkpoint_in_model(model, str(folder), strict=False)
+    saved, info = type(model).from_pretrained(str(folder), output_loading_info=True)
+    problems = {kind: sorted(info.get(kind) or []) for kind in ("missing_keys", "mismatched_keys")}
+    live = model.state_dict()
+    problems["other_shape"] = sorted(name for name, tensor in saved.state_dict().items()
+                                     if name in live and live[name].shape != tensor.shape)
+    if not problems["other_shape"]:
+        incompatible = model.load_state_dict(saved.state_dict(), strict=False)
+        problems["not_in_saved_model"] = sorted(incompatible.missing_keys)
+    problems = {kind: keys for kind, keys in problems.items() if keys}
+    if problems:
+        found = "; ".join(f"{kind}: {len(keys)} (e.g. {keys[:3]})" for kind, keys in problems.items())
+        raise ValueError(f"{folder}: the saved model does not restore every weight of the model being trained "
+                         f"({found}).")
 
 
 def write_all_results(accelerator, output_dir, results):

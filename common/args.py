@@ -633,7 +633,10 @@ def _config_paths_in(argv):
 
 
 # Files whose presence means --output_dir already holds results of an earlier run.
-_OUTPUT_MARKERS = ("config.json", "model.safetensors", "pytorch_model.bin", "all_results.json")
+# `best/` and `eval_history.jsonl` (issue 36) may be all a run left when it stopped after training (the break test
+# of 2026-12-04: a second run there removed the only trained model without --overwrite_output_dir).
+_OUTPUT_MARKERS = ("config.json", "model.safetensors", "pytorch_model.bin", "all_results.json", "best",
+                   "eval_history.jsonl")
 
 
 def validate_common_args(args):

@@ -28,6 +28,21 @@ def test_output_dir_naming_a_file_is_refused(tmp_path):
     assert target.read_text() == "not a folder"
 
 
+@pytest.mark.parametrize("left", ["best", "eval_history.jsonl"])
+def test_output_dir_holding_only_a_best_model_or_eval_history_is_refused(tmp_path, left):
+    """A run that stopped after training may have left only `best/` (the trained model) and its history; a new run
+    there would remove them (break test, 2026-12-04)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    if left == "best":
+        (out / left).mkdir()
+    else:
+        (out / left).write_text("{}\n")
+    with pytest.raises(ValueError, match=rf"--output_dir .*out already holds results of an earlier run \({left}\)"):
+        validate_common_args(parse(tmp_path, "--output_dir", str(out)))
+    assert (out / left).exists()
+
+
 def test_output_dir_that_cannot_be_created_is_refused(tmp_path):
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where a parent folder should be")

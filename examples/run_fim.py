@@ -426,27 +426,18 @@ def greedy_generate(model, prompts, max_new_tokens, pad_token_id, width, batch_s
     return answers
 
 
-def evaluate_infilling(model, tokenizer, texts, args, fim_ids, block_size, accelerator):
-    """Infilling exact match on held-out rows, beside a left-to-right baseline.
-
-    For row i (in order, among the first rows that have a line to cut; drawn from `fim_seed(INFILL_STREAM,
-    --eval_fim_seed, 0, i)`): `infill_case` cuts a span of whole lines. The FIM prompt is PSM, [<bos>]
-    <fim_prefix> prefix <fim_suffix> suffix <fim_middle>, with the last and first `context` tokens of the prefix and
-    suffix (`context` = (block_size - --infill_max_new_tokens - 4) // 2); the left-to-right prompt is the last
-    2 x `context` + 2 tokens of the prefix alone (the same budget). Both are continued greedily for
-    --infill_max_new_tokens tokens (`greedy_generate`, --per_device_eval_batch_size prompts at a time), cut after as
-    many lines as the span holds, and compared with it after `normalise_whitespace`. The rows are shared among the
-    processes and the answers gathered, so every process returns the same numbers.
+def infill_cases(texts, args):
+    """The infilling cases of `evaluate_infilling`, built before training so a validation split without them is
+    refused before the first step: for row i (in order, among the first rows that have a line to cut; drawn from
+    `fim_seed(INFILL_STREAM, --eval_fim_seed, 0, i)`), `infill_case` cuts a span of whole lines.
 
     Returns:
-        ({"infill_exact_match": %, "infill_l2r_exact_match": %, "infill_samples": n}, rows of predictions).
+        list of at most --infill_eval_samples (row, prefix, middle, suffix).
 
     Raises:
         ValueError: naming --infill_eval_samples when no validation row has a line to cut (rows of fewer than 3
             lines, as .txt lines are).
     """
-    model = accelerator.unwrap_model(model)
-    model.eval()
     cases = []
     for i, text in enumerate(texts):
         case = infill_case(text or "", np.random.default_rng(fim_seed(INFILL_STREAM, args.eval_fim_seed, 0, i)),
@@ -457,9 +448,53 @@ def evaluate_infilling(model, tokenizer, texts, args, fim_ids, block_size, accel
             break
     if not cases:
         raise ValueError(f"--infill_eval_samples {args.infill_eval_samples}: no validation row holds 3 or more lines "
-                         "to cut a span from; use one row per file (examples/source_files_to_jsonl.py).")
+                         "to cut a span from (a .txt file gives one row per line); use one row per file "
+                         "(examples/source_files_to_jsonl.py), or leave --infill_eval_samples out.")
+    return cases
+
+
+def infill_context(args, tokenizer, block_size):
+    """The prompt budget of `evaluate_infilling`: how many prefix (and suffix) tokens a FIM prompt keeps,
+    (block_size - --infill_max_new_tokens - 3 sentinels - the tokenizer's <bos> prefix) // 2.
+
+    Raises:
+        ValueError, before training, naming --infill_max_new_tokens and --block_size when that leaves no context
+            (at least 1 token each side), with the values that would work.
+    """
+    bos = len(block_prefix(tokenizer, block_size))
+    context = (block_size - args.infill_max_new_tokens - NUM_SENTINELS - bos) // 2
+    if context < 1:
+        reserved = NUM_SENTINELS + bos + 2  # the sentinels, <bos>, and 1 prefix and 1 suffix token
+        fixes = [f"--block_size {args.infill_max_new_tokens + reserved} or more (within the model's maximum length)"]
+        if block_size > reserved:
+            fixes.insert(0, f"--infill_max_new_tokens {block_size - reserved} or less")
+        raise ValueError(
+            f"--infill_max_new_tokens {args.infill_max_new_tokens} with --block_size {block_size}: an infilling "
+            f"prompt and its answer must fit in one block, and with the {NUM_SENTINELS} FIM sentinels"
+            + (f" and {bos} <bos> token(s)" if bos else "")
+            + f" no prefix or suffix token is left to infill from; use {' or '.join(fixes)}.")
+    return context
+
+
+def evaluate_infilling(model, tokenizer, cases, args, fim_ids, block_size, accelerator):
+    """Infilling exact match on held-out rows, beside a left-to-right baseline.
+
+    `cases` are those of `infill_cases` (built before training): a span of whole lines cut out of each of the first
+    validation rows that have one. The FIM prompt is PSM, [<bos>] <fim_prefix> prefix <fim_suffix> suffix
+    <fim_middle>, with the last and first `context` tokens of the prefix and suffix (`infill_context`: (block_size -
+    --infill_max_new_tokens - 3 - len(<bos>)) // 2, checked before training); the left-to-right prompt is the last
+    2 x `context` + 2 tokens of the prefix alone (the same budget). Both are continued greedily for
+    --infill_max_new_tokens tokens (`greedy_generate`, --per_device_eval_batch_size prompts at a time), cut after as
+    many lines as the span holds, and compared with it after `normalise_whitespace`. The rows are shared among the
+    processes and the answers gathered, so every process returns the same numbers.
+
+    Returns:
+        ({"infill_exact_match": %, "infill_l2r_exact_match": %, "infill_samples": n}, rows of predictions).
+    """
+    model = accelerator.unwrap_model(model)
+    model.eval()
     bos = block_prefix(tokenizer, block_size)
-    context = (block_size - args.infill_max_new_tokens - NUM_SENTINELS - len(bos)) // 2
+    context = infill_context(args, tokenizer, block_size)
     width = len(bos) + 2 * context + NUM_SENTINELS  # the longest prompt: every batch is padded to it
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else fim_ids["pad"]
     mine = cases[accelerator.process_index::accelerator.num_processes]
@@ -512,6 +547,10 @@ def training_function(args):
     text_column = resolve_text_column(args, raw_datasets)
     tokenizer, model, fim_ids, added = load_model_and_tokenizer(args, accelerator)
     block_size = resolve_block_size(args.block_size, tokenizer, model.config)
+    infill = None
+    if args.infill_eval_samples:  # checked before training: a bad value must not cost a training run
+        infill_context(args, tokenizer, block_size)  # --infill_max_new_tokens must leave room in --block_size
+        infill = infill_cases(raw_datasets["validation"][text_column], args)  # rows with a span of lines to cut
     train_blocks, eval_blocks = tokenize_into_blocks(args, raw_datasets, tokenizer, text_column, block_size,
                                                      accelerator)
     # Each block's rearrangement comes from its own seed: training ones from (--seed, epoch, index), evaluation ones
@@ -604,10 +643,10 @@ def training_function(args):
     l2r = evaluate(model, l2r_dataloader, accelerator)  # the same middle tokens, prefix only
     eval_metrics.update(l2r_middle_loss=l2r["loss"], l2r_middle_perplexity=l2r["perplexity"])
     answers = None
-    if args.infill_eval_samples:
-        infill, answers = evaluate_infilling(model, tokenizer, raw_datasets["validation"][text_column], args,
-                                             fim_ids, block_size, accelerator)
-        eval_metrics.update(infill)
+    if infill is not None:
+        infill_metrics, answers = evaluate_infilling(model, tokenizer, infill, args, fim_ids, block_size,
+                                                     accelerator)
+        eval_metrics.update(infill_metrics)
     results = run.results(eval_metrics)
     results.update(block_size=block_size, fim_rate=args.fim_rate, fim_spm_rate=args.fim_spm_rate,
                    eval_fim_seed=args.eval_fim_seed, fim_tokens_added=added)

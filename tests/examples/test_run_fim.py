@@ -10,6 +10,7 @@ import shutil
 import pytest
 import torch
 import train_tokenizer
+from bad_input_checks import assert_rejected, make_finished_run, write
 
 from conftest import launch, read_results
 
@@ -142,3 +143,39 @@ def test_existing_fim_tokens_are_reused_and_the_plain_rate_0_run_trains(files, t
     assert "FIM tokens reused from the tokenizer: <fim_prefix>, <fim_middle>, <fim_suffix>, <fim_pad>" in run.stdout
     # Trained left to right only, the model reads the middles better without the rearrangement it never saw.
     assert results["eval_l2r_middle_perplexity"] < results["eval_perplexity"]
+
+
+# ---------------------------------------------------------------- infilling flags refused before the first step
+@pytest.fixture
+def no_training(monkeypatch):
+    """Makes reaching the training loop fail the test: the checks below must come before the first step."""
+    import run_fim
+
+    def training_started(*args, **kwargs):
+        raise AssertionError("training started before the bad input was refused")
+
+    monkeypatch.setattr(run_fim, "TrainingRun", training_started)
+    return run_fim
+
+
+def test_infill_max_new_tokens_leaving_no_context_is_refused_before_training(files, tmp_path, no_training, capsys):
+    # 100 new tokens do not fit in a block of 32 with the 3 sentinels: this used to train, then crash in the infilling
+    # evaluation ("Trying to create tensor with negative dimension -69").
+    out = make_finished_run(tmp_path / "out")
+    argv = scratch_args(files, out, "--overwrite_output_dir", "--max_train_steps", 1,
+                        "--infill_eval_samples", 4, "--infill_max_new_tokens", 100)
+    assert_rejected(no_training.main, argv, r"--infill_max_new_tokens 100 with --block_size 32: .*use "
+                    r"--infill_max_new_tokens 27 or less or --block_size 105 or more", out, capsys)
+
+
+def test_infill_rows_without_lines_to_cut_are_refused_before_training(files, tmp_path, no_training, capsys):
+    # .txt files give one row per line, none with an inner line to cut out: this used to be found after training,
+    # before the model was saved.
+    rng = random.Random(2)
+    text = "".join(code_file(rng) for _ in range(60))
+    train, validation = write(tmp_path, "train.txt", text), write(tmp_path, "validation.txt", text)
+    out = make_finished_run(tmp_path / "out")
+    argv = scratch_args({**files, "train": train, "validation": validation}, out, "--overwrite_output_dir",
+                        "--max_train_steps", 1, "--infill_eval_samples", 4, "--infill_max_new_tokens", 6)
+    assert_rejected(no_training.main, argv, r"--infill_eval_samples 4: no validation row holds 3 or more lines .*"
+                    r"\.txt file gives one row per line", out, capsys)

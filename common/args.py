@@ -253,7 +253,8 @@ def add_training_args(parser):
     )
     group.add_argument("--adam_beta1", type=float, default=0.9, help="AdamW's beta1 (first-moment decay).")
     group.add_argument("--adam_beta2", type=float, default=0.999, help="AdamW's beta2 (second-moment decay).")
-    group.add_argument("--adam_epsilon", type=non_negative_float, default=1e-8, help="AdamW's epsilon.")
+    group.add_argument("--adam_epsilon", type=positive_float, default=1e-8,
+                       help="AdamW's epsilon (> 0: 0 divides by zero where a gradient is 0 and trains NaN).")
     group.add_argument(
         "--max_grad_norm",
         type=non_negative_float,
@@ -707,8 +708,9 @@ def check_evaluation_args(args):
 
 
 def check_optimizer_args(args):
-    """`--adam_beta1` / `--adam_beta2` in [0, 1); `--optim schedule_free_adamw` only with `--lr_scheduler_type`
-    linear (the default) or constant, and with the `schedulefree` package installed.
+    """`--adam_beta1` / `--adam_beta2` in [0, 1) (`--adam_epsilon` > 0 is its type's check); `--optim
+    schedule_free_adamw` only with `--adam_beta1` > 0, `--lr_scheduler_type` linear (the default) or constant, and
+    with the `schedulefree` package installed.
 
     Raises:
         ValueError: naming the flag and the value expected.
@@ -718,6 +720,10 @@ def check_optimizer_args(args):
         if not 0.0 <= value < 1.0:
             raise ValueError(f"--{flag} {value}: expected a value in [0, 1).")
     if getattr(args, "optim", None) == "schedule_free_adamw":
+        if getattr(args, "adam_beta1", 0.9) == 0.0:  # its evaluation weights are 1 - 1 / beta1
+            raise ValueError("--adam_beta1 0 with --optim schedule_free_adamw: schedule-free AdamW interpolates "
+                             "with weight 1 - 1/beta1 when it switches to evaluation; give a value in (0, 1), "
+                             "e.g. 0.9.")
         if getattr(args, "lr_scheduler_type", "linear") not in ("linear", "constant"):
             raise ValueError(f"--lr_scheduler_type {args.lr_scheduler_type} with --optim schedule_free_adamw: "
                              "schedule-free AdamW replaces the learning-rate schedule (it keeps --learning_rate "

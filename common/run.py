@@ -725,11 +725,14 @@ class TrainingRun:
         return name if name.startswith("eval_") else f"eval_{name}"
 
     def greater_is_better(self):
-        """`--greater_is_better`, else False for a metric named like a loss or an error rate, True otherwise."""
+        """`--greater_is_better`, else False for a metric whose name holds a word of `LOWER_IS_BETTER` between
+        underscores (a loss, a perplexity, an error rate: eval_loss, eval_wer, eval_l2r_middle_perplexity), True
+        otherwise (eval_accuracy, eval_map_flower)."""
         flag = getattr(self.args, "greater_is_better", None)
         if flag is not None:
             return flag
-        return not any(word in self.metric_name() for word in LOWER_IS_BETTER)
+        # whole words of the name only: "eval_map_flower" holds "wer" but is an mAP (break test, 2026-12-04)
+        return not any(word in LOWER_IS_BETTER for word in self.metric_name().split("_"))
 
     def evaluates_after_epoch(self, epoch):
         """Whether the script evaluates at the end of `epoch`: always with `--eval_strategy epoch`; with `steps`

@@ -36,6 +36,9 @@ def test_adam_flags_reach_adamw():
     (["--adam_beta2", "-0.1"], r"--adam_beta2 -0\.1: expected a value in \[0, 1\)"),
     (["--optim", "schedule_free_adamw", "--lr_scheduler_type", "cosine"],
      r"--lr_scheduler_type cosine with --optim schedule_free_adamw: schedule-free AdamW replaces"),
+    # break test 2026-12-04: trained, then ZeroDivisionError at the first optimizer.eval() (1 - 1 / beta1)
+    (["--optim", "schedule_free_adamw", "--adam_beta1", "0"],
+     r"--adam_beta1 0 with --optim schedule_free_adamw: .* give a value in \(0, 1\)"),
 ])
 def test_bad_optimizer_flags_are_refused_before_training(flags, message):
     with pytest.raises(ValueError, match=message):
@@ -93,3 +96,23 @@ def test_schedule_free_eval_mode_gives_the_averaged_weights_and_train_mode_takes
     assert not torch.allclose(trained, averaged)  # evaluation sees x, not the gradient point y
     optimizer.train()
     assert torch.allclose(model.weight, trained, atol=1e-6)
+
+
+def test_adam_epsilon_zero_is_refused_at_parsing():
+    """Break test 2026-12-04: --adam_epsilon 0 trained and saved an all-NaN model, exit 0."""
+    with pytest.raises(SystemExit):
+        parse("--adam_epsilon", "0")
+    assert parse("--adam_epsilon", "1e-6").adam_epsilon == 1e-6
+
+
+@pytest.mark.parametrize("metric, greater", [
+    ("accuracy", True), ("map", True), ("loss", False), ("perplexity", False), ("wer", False),
+    ("eval_l2r_middle_perplexity", False), ("baseline_loss", False),
+    # names that hold "wer" or "cer" inside a word (break test 2026-12-04: all were taken as lower-is-better)
+    ("map_flower", True), ("map_tower", True), ("map_soccer_ball", True), ("map_dancer", True),
+    ("accuracy_answerable", True),
+])
+def test_greater_is_better_default_reads_whole_words_of_the_metric_name(metric, greater):
+    run = SimpleNamespace(args=parse("--metric_for_best_model", metric), main_metric=None)
+    run.metric_name = lambda: TrainingRun.metric_name(run)
+    assert TrainingRun.greater_is_better(run) is greater

@@ -487,7 +487,7 @@ class TrainingRun:
             self._epoch_loss_before_resume = totals.get("epoch_loss_sum", 0.0)
             self._epoch_micro_batches_before_resume = totals.get("epoch_micro_batches", 0)
         progress = json.loads(progress_file.read_text()) if progress_file.is_file() else {}
-        self.best.update(progress.get("best", {}))  # best value, its step, the patience count so far
+        self._resume_best(checkpoint, progress.get("best", {}))  # best value, its step, the patience count so far
         patience = getattr(self.args, "early_stopping_patience", None)
         if patience and self.best["patience_count"] >= patience:  # saved at the step that stopped the run
             self.stopped_early = True
@@ -822,6 +822,34 @@ class TrainingRun:
         self.accelerator.wait_for_everyone()
         self.logger.info(f"New best {name} = {self.best['value']} at step {self.best['step']}: saved {final}")
 
+    def _best_rule(self):
+        """What "best" means in this run: the metric and its direction (saved beside the best value)."""
+        return {"metric": self.metric_name(), "greater_is_better": self.greater_is_better()}
+
+    def _resume_best(self, checkpoint, saved):
+        """Takes the checkpoint's best value, step and patience count, unless it judged by another metric or
+        direction (`--metric_for_best_model` / `--greater_is_better` may change on resume): the best and the
+        patience count then start again, with a warning (break test 2026-12-04: a loss value was compared with
+        perplexities and stopped the run early). With `--load_best_model_at_end`, a recorded best whose `best/` is
+        missing (a checkpoint copied without it) is refused now, before training, not after it.
+
+        Raises:
+            ValueError: naming the checkpoint and the missing `best/`.
+        """
+        rule = self._best_rule()
+        other = {key: saved[key] for key in rule if key in saved and saved[key] != rule[key]}
+        if saved.get("value") is not None and other:
+            self.logger.warning(f"{checkpoint} kept its best by {other}; this run judges by {rule}: the best value "
+                                "and the early-stopping patience count start again.")
+            saved = {}
+        self.best.update({key: saved[key] for key in self.best if key in saved})
+        folder = Path(self.args.output_dir) / BEST_DIR
+        if getattr(self.args, "load_best_model_at_end", False) and self.best["step"] is not None and not (
+                folder / BEST_FILE).is_file():
+            raise ValueError(f"--load_best_model_at_end: {checkpoint} records its best evaluation at step "
+                             f"{self.best['step']}, but {folder} is missing (a checkpoint copied without it?). Copy "
+                             "best/ into --output_dir, or resume without --load_best_model_at_end.")
+
     def _remove_stale_best(self):
         """A fresh run (e.g. with --overwrite_output_dir) must not load or leave an earlier run's `best/`."""
         final = Path(self.args.output_dir) / BEST_DIR
@@ -834,17 +862,16 @@ class TrainingRun:
         final evaluation, save and `all_results.json` are the best evaluation's.
 
         Returns:
-            True when the weights were loaded (the script then evaluates again), False otherwise.
-
-        Raises:
-            ValueError: when `best/` is missing though the run recorded a best step.
+            True when the weights were loaded (the script then evaluates again), False otherwise (also, with an
+            error logged, when `best/` is missing though the run recorded a best step: the trained model is kept).
         """
         if not getattr(self.args, "load_best_model_at_end", False) or self.best["step"] is None:
             return False
         folder = Path(self.args.output_dir) / BEST_DIR
-        if not (folder / BEST_FILE).is_file():
-            raise ValueError(f"--load_best_model_at_end: {folder} is missing (the best evaluation was at step "
-                             f"{self.best['step']}).")
+        if not (folder / BEST_FILE).is_file():  # after training: keep the trained model rather than stop
+            self.logger.error(f"--load_best_model_at_end: {folder} is missing (the best evaluation was at step "
+                              f"{self.best['step']}); the last step's model is saved and scored instead.")
+            return False
         self.accelerator.wait_for_everyone()
         load_saved_weights(self.accelerator.unwrap_model(self._model), folder)
         self.logger.info(f"Loaded the best model ({self.metric_name()} = {self.best['value']} at step "
@@ -892,7 +919,7 @@ class TrainingRun:
         """Writes checkpoint `name` (`step_N` / `epoch_N`) atomically with the run's totals and settings
         (`common.checkpointing.save_checkpoint`). Call on every process. Returns its path."""
         extra = {"totals": self._totals(), "run_settings": self._run_settings(),
-                 "best": dict(self.best)}
+                 "best": {**self.best, **self._best_rule()}}
         return save_checkpoint(
             self.accelerator, self.args.output_dir, name, self.completed_steps, epoch,
             self.args.checkpoints_total_limit, extra=extra, stream_state=self._stream_state(),
@@ -906,7 +933,7 @@ class TrainingRun:
         if self.progress_bar is not None:
             self.progress_bar.close()
         extra = {"totals": self._totals(), "run_settings": self._run_settings(),
-                 "best": dict(self.best)}
+                 "best": {**self.best, **self._best_rule()}}
         exit_preempted(self.accelerator, self.logger, self.args, self.completed_steps, epoch, extra=extra,
                        stream_state=self._stream_state())
 

@@ -287,6 +287,29 @@ def current_learning_rate(optimizer):
     return group["lr"]
 
 
+def refuse_under_deepspeed(args, accelerator):
+    """Issue 36's flags that DeepSpeed's engine cannot honour, refused before the first step (break test
+    2026-12-04: both trained and then reported what had not happened).
+
+    - `--optim schedule_free_adamw`: the engine wraps the optimizer, so its `eval()` switch to the averaged weights
+      never reaches the model: evaluation, `best/` and the saved model would hold the training weights.
+    - `--load_best_model_at_end` under ZeRO-3: the parameters are partitioned, so loading `best/` into the model
+      restored only some of them (10 of 41 tensors differed) while `best_model_loaded` said true.
+
+    Raises:
+        ValueError: naming the flag and what to use instead.
+    """
+    if getattr(args, "optim", None) == "schedule_free_adamw":
+        raise ValueError("--optim schedule_free_adamw under DeepSpeed: the engine wraps the optimizer, so its "
+                         "eval() switch to the averaged weights never reaches the model that is evaluated and "
+                         "saved. Use another --optim with DeepSpeed, or launch without it.")
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    if getattr(args, "load_best_model_at_end", False) and getattr(plugin, "zero_stage", None) == 3:
+        raise ValueError("--load_best_model_at_end under DeepSpeed ZeRO-3: the parameters are partitioned across "
+                         "processes and best/ cannot be loaded back into them. Use ZeRO-2 (or no DeepSpeed), or take "
+                         "the model from best/ after the run.")
+
+
 def what_ran(accelerator):
     """The `all_results.json` keys that say what ran the job: `common.hardware.host_info` (device, bf16 native or
     emulated, threads, heap reuse) and, with `--fast_dropout`, `common.fast_dropout.fast_dropout_report` (what it
@@ -360,6 +383,7 @@ class TrainingRun:
         whole_window = accelerator.num_processes == 1 and accelerator.gradient_accumulation_steps == 1
         self._rescale = accelerator.distributed_type != DistributedType.DEEPSPEED and not whole_window
         if accelerator.distributed_type == DistributedType.DEEPSPEED:
+            refuse_under_deepspeed(args, accelerator)
             logger.warning("DeepSpeed: its gradients cannot be rescaled after the backward pass, so each "
                            "micro-batch's mean loss is backpropagated (a mean of micro-batch means, the last short "
                            "accumulation window divided by the full --gradient_accumulation_steps); its config's "

@@ -116,3 +116,19 @@ def test_greater_is_better_default_reads_whole_words_of_the_metric_name(metric, 
     run = SimpleNamespace(args=parse("--metric_for_best_model", metric), main_metric=None)
     run.metric_name = lambda: TrainingRun.metric_name(run)
     assert TrainingRun.greater_is_better(run) is greater
+
+
+@pytest.mark.parametrize("flags, zero_stage, message", [
+    (["--optim", "schedule_free_adamw"], 2, r"--optim schedule_free_adamw under DeepSpeed: the engine wraps"),
+    (["--load_best_model_at_end"], 3, r"--load_best_model_at_end under DeepSpeed ZeRO-3: the parameters are "),
+])
+def test_flags_deepspeed_cannot_honour_are_refused_before_training(flags, zero_stage, message):
+    """Break test 2026-12-04: under DeepSpeed, schedule-free's eval() never reached the model, and ZeRO-3 restored
+    only part of best/ while reporting best_model_loaded: true."""
+    from common.run import refuse_under_deepspeed
+
+    accelerator = SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=zero_stage)))
+    with pytest.raises(ValueError, match=message):
+        refuse_under_deepspeed(parse(*flags), accelerator)
+    refuse_under_deepspeed(parse("--load_best_model_at_end"), SimpleNamespace(  # ZeRO-2 loads best/ whole
+        state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=2))))

@@ -727,11 +727,33 @@ class TrainingRun:
         """
         self._model, self._evaluation, self._processor, self.main_metric = model, evaluate, processor, main_metric
         if self.tracks_best and self.max_train_steps > 0:
+            self._check_metric_for_best_model()
             patience = getattr(self.args, "early_stopping_patience", None)
             stopping = f"; early stopping after {patience} evaluations without improvement" if patience else ""
             better = "higher" if self.greater_is_better() else "lower"
             self.logger.info(f"  Best model by {self.metric_name()} ({better} is better) kept in "
                              f"{Path(self.args.output_dir) / BEST_DIR}{stopping}")
+
+    def _check_metric_for_best_model(self):
+        """A `--metric_for_best_model` other than the script's main metric and the loss is checked against one
+        evaluation of the model as loaded, before the first step (new-user trial and break test of 2026-12-04: a
+        name the evaluation does not give stopped the run only at its first evaluation, an epoch later, and left
+        an eval_history.jsonl that refused the corrected rerun). Costs one evaluation pass, only then.
+
+        Raises:
+            ValueError: naming the flag and the metrics the evaluation gives.
+        """
+        name = self.metric_name()
+        given = getattr(self.args, "metric_for_best_model", None)
+        if not given or name in (f"eval_{self.main_metric}", "eval_loss"):
+            return
+        self.logger.info(f"  Checking --metric_for_best_model {given} with one evaluation before training")
+        metrics = self._evaluation()
+        metrics = metrics[0] if isinstance(metrics, tuple) else metrics
+        names = [key if key.startswith("eval_") else f"eval_{key}" for key in metrics]
+        if name not in names:
+            raise ValueError(f"--metric_for_best_model {given}: not a metric of this script's evaluation (it gives "
+                             f"{', '.join(names)}); checked before training.")
 
     @property
     def tracks_best(self):

@@ -249,3 +249,27 @@ def test_push_to_hub_while_offline(tiny_bert, files, finished_run, capsys):
     assert_rejected(base(tiny_bert, files, finished_run, "--push_to_hub"),
                     r"--push_to_hub: the Hugging Face Hub is switched off in this process \(HF_HUB_OFFLINE=1\)",
                     finished_run, capsys)
+
+
+def test_unknown_metric_for_best_model_is_refused_before_training(tiny_bert, files, tmp_path, monkeypatch):
+    """New-user trial and break test, 2026-12-04: `--metric_for_best_model rouge` trained a whole epoch, then
+    stopped at the first evaluation and left an eval_history.jsonl that refused the corrected rerun. Now one
+    evaluation of the model as loaded names the metrics before the first step."""
+    from common.run import TrainingRun
+
+    def training_started(*args, **kwargs):
+        raise AssertionError("training started before the bad --metric_for_best_model was refused")
+
+    monkeypatch.setattr(TrainingRun, "after_optimizer_step", training_started)
+    out = tmp_path / "fresh"
+    argv = ["--model_name_or_path", tiny_bert, "--train_file", files["train.csv"], "--validation_file",
+            files["validation.csv"], "--output_dir", out, "--metric_for_best_model", "rouge"]
+    from accelerate.state import AcceleratorState
+
+    try:
+        with pytest.raises(ValueError, match=r"--metric_for_best_model rouge: not a metric of this script's "
+                                             r"evaluation \(it gives eval_accuracy, .*\); checked before training"):
+            run_glue.main([str(a) for a in argv])
+    finally:
+        AcceleratorState._reset_state()  # the next test builds its Accelerator afresh
+    assert not (out / "eval_history.jsonl").exists() and not list(out.glob("step_*"))

@@ -102,6 +102,10 @@ def parse_args(argv=None):
     task.add_argument("--image_size", type=positive_int, default=None,
                       help="Resize every image (and its masks) to N x N pixels. Default: the image processor's own "
                       f"size; {DEFAULT_SCRATCH_IMAGE_SIZE} for a model trained from scratch.")
+    task.add_argument("--image_height", type=positive_int, default=None,
+                      help="transformers' example's pair of flags: with --image_width, the same as --image_size when "
+                      "both are equal (this script trains square images).")
+    task.add_argument("--image_width", type=positive_int, default=None, help="See --image_height.")
     task.add_argument("--do_reduce_labels", action="store_true",
                       help="Category id 0 is background: its annotations are dropped and the model's labels are the "
                       "other categories (ids shifted down by one), as transformers' example drops class 0.")
@@ -114,6 +118,13 @@ def parse_args(argv=None):
     # Mask2Former's own COCO recipe clips the whole model's gradient norm to 0.01: pass --max_grad_norm 0.01 (on the
     # test shapes, 25 epochs: mask mAP@0.5 0.70 with it, 0.74 without).
     args = parser.parse_args(argv)
+    sides = {flag: value for flag, value in (("--image_height", args.image_height),
+                                             ("--image_width", args.image_width), ("--image_size", args.image_size))
+             if value is not None}
+    if (args.image_height is None) != (args.image_width is None) or len(set(sides.values())) > 1:
+        parser.error(f"{' '.join(f'{k} {v}' for k, v in sides.items())}: this script trains square images; give "
+                     "--image_size N (or --image_height N --image_width N, as transformers' example names them).")
+    args.image_size = args.image_size or args.image_height
     if args.test_file is not None:
         parser.error("--test_file is not supported by this script; score annotated images with --validation_file.")
     if args.dataset_name is not None:

@@ -98,9 +98,11 @@ def parse_args(argv=None):
     task.add_argument("--image_size", type=positive_int, default=None,
                       help="Side of the square model input, in pixels. Default: the config's image_size. A "
                       "checkpoint keeps its own (its position embeddings are sized for it).")
-    task.add_argument("--model_patch_size", type=positive_int, default=None,
-                      help="The model's patch size, in pixels (the config's patch_size; one mask token per patch). "
-                      "Default: the config's. Must divide --mask_patch_size.")
+    task.add_argument("--model_patch_size", "--patch_size", type=positive_int, default=None,
+                      help="The model's patch size, in pixels (the config's patch_size; one mask token per patch; "
+                      "--patch_size in transformers' example). Default: the config's. Must divide --mask_patch_size.")
+    task.add_argument("--config_name_or_path", dest="config_name", default=argparse.SUPPRESS,
+                      help="transformers' example's name for --config_name.")
     task.add_argument("--mask_patch_size", type=positive_int, default=32,
                       help="Side of the masked squares, in pixels (SimMIM's 32). Must divide --image_size and be a "
                       "multiple of --model_patch_size.")

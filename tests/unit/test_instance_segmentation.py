@@ -169,3 +169,14 @@ def test_mnist_canvases_hold_2_to_5_real_digits_with_their_own_pixels(tmp_path):
                     annotation["bbox"]
                 union |= mask
             assert ((pixels > 127) == union).all()  # every ink pixel belongs to a digit
+
+
+def test_transformers_image_height_and_width_flags_are_taken_for_square_images(tmp_path):
+    """New-user trial 2026-12-04: transformers' example names the size --image_height / --image_width."""
+    base = ["--train_file", "t.json", "--output_dir", str(tmp_path / "o"), "--model_type", "mask2former"]
+    assert inst.parse_args([*base, "--image_height", "64", "--image_width", "64"]).image_size == 64
+    assert inst.parse_args([*base, "--image_size", "48"]).image_size == 48
+    for sides in (["--image_height", "64", "--image_width", "32"], ["--image_height", "64"],
+                  ["--image_size", "48", "--image_height", "64", "--image_width", "64"]):
+        with pytest.raises(SystemExit):
+            inst.parse_args([*base, *sides])

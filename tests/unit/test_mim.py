@@ -320,3 +320,12 @@ def test_batch_8_and_batch_2_with_accumulation_4_give_the_gradient_of_the_window
         for x, y in zip(a, b):
             torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-7)
     assert max(relative_errors(before)) > 1e-2  # the control: the pre-fix mean of micro-batch means
+
+
+def test_transformers_flag_names_are_taken(tmp_path):
+    """New-user trial 2026-12-04: transformers' run_mim_no_trainer.py names these --patch_size and
+    --config_name_or_path."""
+    base = ["--train_dir", str(tmp_path), "--output_dir", str(tmp_path / "o"), "--model_type", "vit"]
+    args = mim.parse_args([*base, "--patch_size", "4", "--config_name_or_path", "cfg"])
+    assert (args.model_patch_size, args.config_name) == (4, "cfg")
+    assert mim.parse_args(base).config_name is None

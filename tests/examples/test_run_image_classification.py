@@ -187,6 +187,9 @@ def test_custom_code_checkpoint_fine_tunes_with_a_new_head(image_data, tmp_path)
         batch_norm_momentum=0.1)  # random "pretrained" weights: statistics that follow within 20 steps
     lite.EfficientNetLiteConfig.register_for_auto_class()
     lite.EfficientNetLiteForImageClassification.register_for_auto_class("AutoModelForImageClassification")
+    # The "pretrained" weights were drawn unseeded, so the test was flaky: of seeds 0-4, seed 1 ends at 0.571 (with
+    # the code before and after issue 36 alike), the others at 0.81, 0.90, 0.81, 0.86.
+    torch.manual_seed(0)
     lite.EfficientNetLiteForImageClassification(config).save_pretrained(tmp_path / "pretrained")
     ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(tmp_path / "pretrained")
     out = tmp_path / "out"

@@ -210,3 +210,38 @@ def require_columns(dataset, columns, split, path=None):
         raise ValueError(
             f"{where}: missing column(s) {missing}; the columns present are {dataset.column_names}."
         )
+
+
+def split_and_truncate(args, raw_datasets, sources, default_seed=42):
+    """Holds out `--train_val_split` of the training rows when there is no validation split, then keeps a seeded
+    random `--max_train_samples` / `--max_eval_samples` subset (folders list their files in order). Used by
+    run_mim and run_wav2vec2_pretraining.
+
+    Args:
+        args: reads `seed`, `train_val_split`, `max_train_steps`, `max_train_samples`, `max_eval_samples`.
+        raw_datasets: DatasetDict with "train" and/or "validation".
+        sources: {split: how the user named it}, for the messages.
+        default_seed: the seed without `--seed` (every process must make the same split).
+
+    Returns:
+        (train or None -- None for an evaluation-only run, `--max_train_steps 0` --, validation, sources with the
+        held-out split named after its training source).
+
+    Raises:
+        ValueError: when there is neither a training nor a validation split.
+    """
+    seed = args.seed if args.seed is not None else default_seed
+    if "validation" not in raw_datasets:
+        if "train" not in raw_datasets:
+            raise ValueError(f"The data has splits {list(raw_datasets)}; expected 'train' and/or 'validation'.")
+        split = raw_datasets["train"].train_test_split(test_size=args.train_val_split, seed=seed)
+        raw_datasets = datasets.DatasetDict({"train": split["train"], "validation": split["test"]})
+        sources = {**sources, "validation": f"{sources['train']} (held out: --train_val_split {args.train_val_split})"}
+    train, validation = raw_datasets.get("train"), raw_datasets["validation"]
+    if args.max_train_steps == 0:
+        train = None  # evaluation only: the training rows are not decoded
+    if train is not None and args.max_train_samples is not None and args.max_train_samples < len(train):
+        train = train.shuffle(seed=seed).select(range(args.max_train_samples))
+    if args.max_eval_samples is not None and args.max_eval_samples < len(validation):
+        validation = validation.shuffle(seed=seed).select(range(args.max_eval_samples))
+    return train, validation, sources

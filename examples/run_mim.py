@@ -43,7 +43,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_IMAGE_MODELI
 
 from common.args import add_common_args, non_negative_int, positive_int, validate_common_args
 from common.batch_size import train_with_batch_size_search
-from common.data import load_data_files, require_columns, resolve_listing_paths
+from common.data import load_data_files, require_columns, resolve_listing_paths, split_and_truncate
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -218,33 +218,6 @@ def load_raw_datasets(args):
         raw[split] = dataset.select_columns([args.image_column_name]).cast_column(
             args.image_column_name, datasets.Image(decode=False))
     return raw, sources
-
-
-def split_and_truncate(args, raw_datasets, sources):
-    """Holds out --train_val_split of the training images when there is no validation split, then keeps a seeded
-    random --max_train_samples / --max_eval_samples subset (folders list their files in order).
-
-    Returns:
-        (train or None, validation, sources with the held-out split named after its training source).
-
-    Raises:
-        ValueError: when there is neither a training nor a validation split.
-    """
-    seed = args.seed if args.seed is not None else DEFAULT_DATA_SEED
-    if "validation" not in raw_datasets:
-        if "train" not in raw_datasets:
-            raise ValueError(f"The data has splits {list(raw_datasets)}; expected 'train' and/or 'validation'.")
-        split = raw_datasets["train"].train_test_split(test_size=args.train_val_split, seed=seed)
-        raw_datasets = datasets.DatasetDict({"train": split["train"], "validation": split["test"]})
-        sources = {**sources, "validation": f"{sources['train']} (held out: --train_val_split {args.train_val_split})"}
-    train, validation = raw_datasets.get("train"), raw_datasets["validation"]
-    if args.max_train_steps == 0:
-        train = None  # evaluation only: the training images are not checked
-    if train is not None and args.max_train_samples is not None and args.max_train_samples < len(train):
-        train = train.shuffle(seed=seed).select(range(args.max_train_samples))
-    if args.max_eval_samples is not None and args.max_eval_samples < len(validation):
-        validation = validation.shuffle(seed=seed).select(range(args.max_eval_samples))
-    return train, validation, sources
 
 
 def drop_unreadable_images(args, splits, sources):
@@ -638,7 +611,7 @@ def training_function(args):
     # The main process decodes, checks and splits first and writes the datasets cache; the others read it.
     with accelerator.main_process_first():
         raw_datasets, sources = load_raw_datasets(args)
-        train, validation, sources = split_and_truncate(args, raw_datasets, sources)
+        train, validation, sources = split_and_truncate(args, raw_datasets, sources, DEFAULT_DATA_SEED)
         splits = drop_unreadable_images(args, {"train": train, "validation": validation}, sources)
     if splits["train"] is None and args.max_train_steps != 0:
         raise ValueError("No training data: give --train_dir, --train_file or a --dataset_name with a train split "

@@ -38,7 +38,7 @@ from transformers.models.wav2vec2.modeling_wav2vec2 import _compute_mask_indices
 from common.accumulation import gradient_scale, scale_gradients  # the window's loss per masked frame
 from common.args import add_common_args, non_negative_int, positive_float, positive_int, validate_common_args
 from common.batch_size import train_with_batch_size_search
-from common.data import check_separate_folders
+from common.data import check_separate_folders, split_and_truncate
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -314,33 +314,6 @@ def load_clips(args):
             dataset = raw[split].select_columns([column])
             clips[split] = dataset.map(names, batched=True, with_indices=True, desc=f"Listing clips ({split})")
     return clips, sources
-
-
-def split_and_truncate(args, raw_datasets, sources):
-    """Holds out --train_val_split of the training clips when there is no validation split, then keeps a seeded
-    random --max_train_samples / --max_eval_samples subset (folders list their files in order).
-
-    Returns:
-        (train or None, validation, sources with the held-out split named after its training source).
-
-    Raises:
-        ValueError: when there is neither a training nor a validation split.
-    """
-    seed = args.seed if args.seed is not None else DEFAULT_DATA_SEED
-    if "validation" not in raw_datasets:
-        if "train" not in raw_datasets:
-            raise ValueError(f"The data has splits {list(raw_datasets)}; expected 'train' and/or 'validation'.")
-        split = raw_datasets["train"].train_test_split(test_size=args.train_val_split, seed=seed)
-        raw_datasets = datasets.DatasetDict({"train": split["train"], "validation": split["test"]})
-        sources = {**sources, "validation": f"{sources['train']} (held out: --train_val_split {args.train_val_split})"}
-    train, validation = raw_datasets.get("train"), raw_datasets["validation"]
-    if args.max_train_steps == 0:
-        train = None  # evaluation only: the training clips are not decoded
-    if train is not None and args.max_train_samples is not None and args.max_train_samples < len(train):
-        train = train.shuffle(seed=seed).select(range(args.max_train_samples))
-    if args.max_eval_samples is not None and args.max_eval_samples < len(validation):
-        validation = validation.shuffle(seed=seed).select(range(args.max_eval_samples))
-    return train, validation, sources
 
 
 def decode_and_filter(args, dataset, source, sampling_rate, min_samples, why):
@@ -712,7 +685,7 @@ def training_function(args):
     # The main process decodes, checks and filters first and writes the datasets cache; the others read it.
     with accelerator.main_process_first():
         raw_datasets, sources = load_clips(args)
-        train, validation, sources = split_and_truncate(args, raw_datasets, sources)
+        train, validation, sources = split_and_truncate(args, raw_datasets, sources, DEFAULT_DATA_SEED)
         train_dataset, eval_dataset = prepare_splits(args, train, validation, sources, sampling_rate, config,
                                                      mask_time_length)
     if train_dataset is None and args.max_train_steps != 0:

@@ -41,7 +41,7 @@ from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForMaskedImageModeling, ViTImageProcessorPil
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_IMAGE_MODELING_MAPPING_NAMES
 
-from common.args import add_common_args, non_negative_int, positive_int, validate_common_args
+from common.args import add_common_args, non_negative_int, positive_int
 from common.batch_size import train_with_batch_size_search
 from common.data import load_data_files, require_columns, resolve_listing_paths, split_and_truncate
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -53,9 +53,16 @@ from common.optimization import build_lr_scheduler, build_optimizer, optimizer_o
 from common.preemption import sigterm_checkpointing
 from common.reporting import progress_bar
 from common.run import TrainingRun
-from common.sampling import refuse_padding_flags
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
-from common.tasks.images import find_unreadable_images, load_image, random_resized_crop_box
+from common.tasks.images import (
+    add_image_augmentation_args,
+    check_image_data_flags,
+    check_image_folders,
+    find_unreadable_images,
+    load_image,
+    random_resized_crop_box,
+    validate_image_data_args,
+)
 from common.tracking import init_trackers, parse_report_to
 
 logger = get_logger(__name__)
@@ -115,31 +122,12 @@ def parse_args(argv=None):
     task.add_argument("--eval_mask_seed", type=non_negative_int, default=42,
                       help="Seed of the evaluation masks: each validation image's depends on this seed and its index "
                       "only, so every epoch, run and number of processes scores the same masked pixels.")
-    task.add_argument("--random_resized_crop_scale", type=float, nargs=2, default=(0.67, 1.0), metavar=("MIN", "MAX"),
-                      help="Training crops cover this fraction of the image's area (SimMIM's 0.67 1.0; 1 1 turns "
-                      "cropping off).")
-    task.add_argument("--random_resized_crop_ratio", type=float, nargs=2, default=(3 / 4, 4 / 3),
-                      metavar=("MIN", "MAX"), help="Aspect ratio (width / height) range of the training crops.")
-    task.add_argument("--horizontal_flip", action=argparse.BooleanOptionalAction, default=True,
-                      help="Flip training images left-right with probability 0.5 (turn off for digits and text).")
-    task.add_argument("--skip_corrupt_images", action="store_true",
-                      help="Drop unreadable images (zero-byte, truncated, not an image) with a warning naming each "
-                      "file, instead of stopping with an error.")
+    # --random_resized_crop_scale/_ratio, --horizontal_flip, --skip_corrupt_images (common/tasks/images.py)
+    add_image_augmentation_args(task, (0.67, 1.0), "SimMIM's 0.67 1.0; 1 1 turns cropping off")
     args = parser.parse_args(argv)
-    folders = args.train_dir is not None or args.validation_dir is not None
-    if folders and (args.dataset_name or args.train_file or args.validation_file):
-        parser.error("--train_dir/--validation_dir cannot be combined with --dataset_name or --train_file/"
-                     "--validation_file.")
-    if not 0.0 < args.train_val_split < 1.0:
-        parser.error(f"--train_val_split {args.train_val_split}: expected a fraction strictly between 0 and 1.")
+    check_image_data_flags(parser, args)  # folders vs other sources, --train_val_split, crop scale and ratio
     if not 0.0 < args.mask_ratio < 1.0:
         parser.error(f"--mask_ratio {args.mask_ratio}: expected a fraction strictly between 0 and 1.")
-    low, high = args.random_resized_crop_scale
-    if not 0.0 < low <= high <= 1.0:
-        parser.error(f"--random_resized_crop_scale {low} {high}: expected 0 < MIN <= MAX <= 1.")
-    low, high = args.random_resized_crop_ratio
-    if not 0.0 < low <= high:
-        parser.error(f"--random_resized_crop_ratio {low} {high}: expected 0 < MIN <= MAX.")
     if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
         parser.error("Give --model_name_or_path (a checkpoint to continue pretraining), or --model_type / "
                      "--config_name to pretrain a new model from a config.")
@@ -156,19 +144,11 @@ def validate_args(args):
     """`common.args.validate_common_args`, which knows --dataset_name and --train_file/--validation_file as data
     sources, plus the image folders; --use_peft is refused (pretraining trains every weight), and so are
     --group_by_length and --pad_to_multiple_of (images are not padded). Raises ValueError naming the flag."""
-    for flag in ("train_dir", "validation_dir"):
-        path = getattr(args, flag)
-        if path is not None and not os.path.isdir(path):
-            raise ValueError(f"--{flag} {path}: no such folder (expected a folder of images).")
+    check_image_folders(args, "a folder of images")
     if getattr(args, "use_peft", False):
         raise ValueError("--use_peft: not supported for pretraining (every weight learns the reconstruction); "
                          "fine-tune the pretrained model with LoRA instead.")
-    view = argparse.Namespace(**vars(args))
-    if args.train_dir or args.validation_dir:
-        view.dataset_name = "imagefolder"  # a data source is given; common knows it under no other name
-    validate_common_args(view)
-    args.hub_model_id, args.with_tracking, args.report_to = view.hub_model_id, view.with_tracking, view.report_to
-    refuse_padding_flags(args, "every image is resized to --image_size, so batches hold no padding")
+    validate_image_data_args(args, "every image is resized to --image_size, so batches hold no padding")
 
 
 # ---------------------------------------------------------------------------------------------------------- data

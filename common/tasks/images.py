@@ -1,13 +1,18 @@
 """Image files opened with a clear error, images of any mode as the 8-bit RGB that image processors expect, every
 image of a split checked before training, and the random resized crop's box (run_image_classification,
-run_semantic_segmentation, run_object_detection, run_mim)."""
+run_semantic_segmentation, run_object_detection, run_mim, run_instance_segmentation); the image-folder and
+augmentation flags of run_image_classification and run_mim, and their checks."""
 
+import argparse
 import io
 import math
 import os
 
 import numpy as np
 from PIL import Image, ImageOps
+
+from ..args import validate_common_args
+from ..sampling import refuse_padding_flags
 
 ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa")
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
@@ -167,3 +172,82 @@ def random_resized_crop_box(width, height, scale, ratio, rng):
         crop_w, crop_h = width, height
     left, top = (width - crop_w) // 2, (height - crop_h) // 2
     return left, top, left + crop_w, top + crop_h
+
+
+# ------------------------------------------------------------------------ flags of the image scripts
+def add_image_augmentation_args(group, crop_scale, crop_scale_note):
+    """Adds the training images' augmentation flags and --skip_corrupt_images (run_image_classification, run_mim):
+    --random_resized_crop_scale MIN MAX (default `crop_scale`), --random_resized_crop_ratio MIN MAX (default 3/4
+    4/3), --horizontal_flip / --no-horizontal_flip (default on), --skip_corrupt_images. `check_image_data_flags`
+    checks their values.
+
+    Args:
+        group: an argparse parser or argument group.
+        crop_scale: (MIN, MAX), the default fraction of the image's area a training crop covers.
+        crop_scale_note: the help's note on that default, e.g. "torchvision's default 0.08 1.0".
+    """
+    group.add_argument("--random_resized_crop_scale", type=float, nargs=2, default=tuple(crop_scale),
+                       metavar=("MIN", "MAX"),
+                       help=f"Training crops cover this fraction of the image's area ({crop_scale_note}).")
+    group.add_argument("--random_resized_crop_ratio", type=float, nargs=2, default=(3 / 4, 4 / 3),
+                       metavar=("MIN", "MAX"), help="Aspect ratio (width / height) range of the training crops.")
+    group.add_argument("--horizontal_flip", action=argparse.BooleanOptionalAction, default=True,
+                       help="Flip training images left-right with probability 0.5 (turn off for digits and text).")
+    group.add_argument("--skip_corrupt_images", action="store_true",
+                       help="Drop unreadable images (zero-byte, truncated, not an image) with a warning naming each "
+                       "file, instead of stopping with an error.")
+
+
+def check_image_data_flags(parser, args):
+    """The image scripts' data-flag checks that argparse cannot express (run_image_classification, run_mim), in
+    `parse_args`: --train_dir/--validation_dir not combined with --dataset_name or --train_file/--validation_file;
+    --train_val_split strictly between 0 and 1; --random_resized_crop_scale 0 < MIN <= MAX <= 1;
+    --random_resized_crop_ratio 0 < MIN <= MAX.
+
+    Raises:
+        SystemExit: `parser.error` (exit status 2) naming the flag, its values and what was expected.
+    """
+    folders = args.train_dir is not None or args.validation_dir is not None
+    if folders and (args.dataset_name or args.train_file or args.validation_file):
+        parser.error("--train_dir/--validation_dir cannot be combined with --dataset_name or --train_file/"
+                     "--validation_file.")
+    if not 0.0 < args.train_val_split < 1.0:
+        parser.error(f"--train_val_split {args.train_val_split}: expected a fraction strictly between 0 and 1.")
+    low, high = args.random_resized_crop_scale
+    if not 0.0 < low <= high <= 1.0:
+        parser.error(f"--random_resized_crop_scale {low} {high}: expected 0 < MIN <= MAX <= 1.")
+    low, high = args.random_resized_crop_ratio
+    if not 0.0 < low <= high:
+        parser.error(f"--random_resized_crop_ratio {low} {high}: expected 0 < MIN <= MAX.")
+
+
+def check_image_folders(args, expected):
+    """--train_dir and --validation_dir, when given, are folders.
+
+    Args:
+        expected: what the message says such a folder holds, e.g. "a folder of images".
+
+    Raises:
+        ValueError: "--<flag> <path>: no such folder (expected <expected>)."
+    """
+    for flag in ("train_dir", "validation_dir"):
+        path = getattr(args, flag)
+        if path is not None and not os.path.isdir(path):
+            raise ValueError(f"--{flag} {path}: no such folder (expected {expected}).")
+
+
+def validate_image_data_args(args, padding_reason):
+    """`common.args.validate_common_args` with --train_dir/--validation_dir counted as a data source (it knows
+    --dataset_name and --train_file/--validation_file only), its settings (--hub_model_id, --with_tracking,
+    --report_to) copied back to `args`; then --group_by_length and --pad_to_multiple_of refused with
+    `padding_reason` (`common.sampling.refuse_padding_flags`).
+
+    Raises:
+        ValueError: naming the flag and what was expected.
+    """
+    view = argparse.Namespace(**vars(args))
+    if args.train_dir or args.validation_dir:
+        view.dataset_name = "imagefolder"  # a data source is given; common knows it under no other name
+    validate_common_args(view)
+    args.hub_model_id, args.with_tracking, args.report_to = view.hub_model_id, view.with_tracking, view.report_to
+    refuse_padding_flags(args, padding_reason)

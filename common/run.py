@@ -139,6 +139,7 @@ DATA_AND_MODEL_SETTING_FLAGS = (
     "label_column_index", "image_column_name", "audio_column_name", "question_column", "question_column_name",
     "context_column", "context_column_name", "answer_column_name", "choice_columns", "messages_column",
     "prompt_column", "completion_column", "image_subdir", "mask_subdir",
+    "annotation_column_name",  # run_instance_segmentation's --dataset_name layout
     "id2label", "label_names", "reduce_labels", "do_reduce_labels", "ignore_index", "mask_threshold",
     "resize_image_to_mask",
     "data_format", "keep_linebreaks", "line_by_line", "block_size", "max_length", "max_source_length",

@@ -5,9 +5,16 @@ Inputs: COCO instance files (`--train_file`/`--validation_file`: `images`, `anno
 polygons or RLE, `categories`; read by `common.tasks.coco`), images looked up in `--image_dir` (default: beside the
 annotations) and converted to RGB whatever their mode. Every annotation is checked before training: a polygon outside
 its image, an RLE whose size differs from its image's, a category id not in `categories`, a missing or unreadable
-image stop the run with the file, the image and the annotation named. Categories become the model's labels in id
-order; `--do_reduce_labels` treats category id 0 as background (its annotations are not instances, and the other
-ids shift down by one), as transformers' `run_instance_segmentation_no_trainer.py` drops class 0.
+image stop the run with the file, the image and the annotation named. Or the layout of transformers'
+`run_instance_segmentation_no_trainer.py` (`--dataset_name`: a Hub dataset or a local folder `datasets.load_dataset`
+reads, splits `train` and `validation`): an image column (`--image_column_name`, default `image`) and an annotation
+image (`--annotation_column_name`, default `annotation`) whose first channel is the pixel's class id and second its
+instance id; one instance = the pixels of one (class id, instance id) pair; the classes {id: name} from `--id2label`
+or the dataset's `semantic_class_to_id` column ({name: id}, as the anchor reads it). Every row is checked before
+training: a missing column, an annotation of another size than its image or with fewer than 2 channels, a class id
+outside the label set stop the run with the dataset, split, row and column named. Categories (class ids) become the
+model's labels in id order; `--do_reduce_labels` treats id 0 as background (its annotations/pixels are not
+instances, and the other ids shift down by one), as the anchor drops class 0.
 `examples/instance_segmentation_data.py` builds such files from MNIST digits and the Weizmann horses.
 
 Model: `AutoModelForUniversalSegmentation` with its own loss (Hungarian-matched class cross-entropy + mask binary
@@ -38,6 +45,7 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
+import datasets
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -45,12 +53,14 @@ import transformers
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
+from pycocotools import mask as mask_utils
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForUniversalSegmentation
 from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
 from common.adapters import apply_peft
 from common.args import add_common_args, positive_int, validate_common_args
 from common.batch_size import train_with_batch_size_search
+from common.data import read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -76,6 +86,8 @@ MODEL_TYPES = ("mask2former", "maskformer")
 # Side of the square input of a model built from scratch when --image_size is not given (the anchor's 384 x 384).
 DEFAULT_SCRATCH_IMAGE_SIZE = 384
 BACKBONE_PREFIX = "backbone_config."
+# The anchor's Hub layout: the column of {class name: class id} read from the first row (qubvel-hf/ade20k-mini's).
+LABEL_MAP_COLUMN = "semantic_class_to_id"
 # Metric keys copied from the coco_mask_map module into the results (per-class AP is added as map_<class name>).
 METRIC_KEYS = ("map", "map_50", "map_75", "map_small", "map_medium", "map_large", "mar_1", "mar_10", "mar_100",
                "box_map", "box_map_50", "box_map_75")
@@ -87,6 +99,14 @@ def parse_args(argv=None):
     task = parser.add_argument_group("instance segmentation")
     task.add_argument("--image_dir", type=str, default=None,
                       help="Folder of the images named by the COCO files' `file_name` (default: each file's folder).")
+    task.add_argument("--image_column_name", type=str, default="image",
+                      help="--dataset_name: the column of the images.")
+    task.add_argument("--annotation_column_name", type=str, default="annotation",
+                      help="--dataset_name: the column of the annotation images (first channel: class id, second: "
+                      "instance id).")
+    task.add_argument("--id2label", type=str, default=None,
+                      help="--dataset_name: the classes, a JSON file or JSON text {class id: name} (default: the "
+                      f"dataset's '{LABEL_MAP_COLUMN}' column, {{name: id}}, as transformers' example reads it).")
     task.add_argument("--model_type", type=str, default=None, choices=MODEL_TYPES,
                       help="Train a new model of this type from scratch (its default config, a Swin backbone built "
                       "from its config, changed by --config_overrides).")
@@ -127,9 +147,12 @@ def parse_args(argv=None):
     args.image_size = args.image_size or args.image_height
     if args.test_file is not None:
         parser.error("--test_file is not supported by this script; score annotated images with --validation_file.")
-    if args.dataset_name is not None:
-        parser.error("--dataset_name: the Hub layout (image + semantic/instance PNG) is not read yet; give COCO "
-                     "files with --train_file/--validation_file.")
+    if args.dataset_name is not None and (args.train_file or args.validation_file or args.image_dir):
+        parser.error("--dataset_name reads a dataset with image and annotation columns; do not combine it with the "
+                     "COCO files' --train_file/--validation_file/--image_dir.")
+    if args.id2label is not None and args.dataset_name is None:
+        parser.error("--id2label names the classes of a --dataset_name's annotations; COCO files name theirs in "
+                     "'categories'.")
     if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
         parser.error("Give --model_name_or_path (a local folder or Hub id), or --model_type/--config_name to train "
                      "a new model from scratch.")
@@ -163,16 +186,69 @@ def load_image(path):
 
 
 def load_raw_datasets(args):
-    """The training and validation records and the categories, every image and mask checked
-    (`common.tasks.coco.check_instance_records`).
+    """The training and validation records and the categories, every image and mask checked: COCO files
+    (`common.tasks.coco.check_instance_records`) or a dataset in the anchor's layout (`hub_instance_records`).
 
     Returns:
         (splits, categories, sources): splits {"train": records or absent, "validation": records}; categories a list
-        of (category id, name) sorted by id (without id 0 under --do_reduce_labels); sources {split: "--flag value"}.
+        of (category id, name) sorted by id (without id 0 under --do_reduce_labels); sources {split: "--flag value"
+        or "--dataset_name <name> (<split>)"}.
 
     Raises:
-        ValueError: naming the flag and file when a split cannot be read, the two files' categories differ, two
-            categories share a name, or --do_reduce_labels is given and no category has id 0.
+        ValueError: naming the flag and file (or dataset and split) when a split cannot be read, the two files'
+            categories differ, two categories share a name, or --do_reduce_labels is given and no category has id 0;
+            see `read_hub_splits` and `hub_instance_records` for a dataset's.
+    """
+    if args.dataset_name is not None:
+        splits, train_categories, sources = read_hub_splits(args)
+    else:
+        splits, train_categories, sources = read_coco_splits(args)
+    first = sources["train" if "train" in sources else "validation"]
+    all_categories = dict(train_categories)
+    if args.do_reduce_labels:
+        if 0 not in all_categories:
+            raise ValueError(f"--do_reduce_labels: {first} has no category with id 0 (the background it removes); "
+                             f"its categories are {train_categories}.")
+        train_categories = [(c, name) for c, name in train_categories if c != 0]
+    names = [name for _, name in train_categories]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{first}: two categories share a name ({train_categories}); names must be unique (they "
+                         "become the model's labels).")
+    for split, limit in (("train", args.max_train_samples), ("validation", args.max_eval_samples)):
+        if limit is not None and split in splits and limit < len(splits[split]):  # the first N, as COCO lists them
+            data = splits[split]
+            splits[split] = data[:limit] if isinstance(data, list) else data.select(range(limit))
+    kept = dict(train_categories)
+    for split, data in splits.items():
+        if not len(data):
+            raise ValueError(f"{sources[split]}: no images.")
+        if args.dataset_name is not None:
+            splits[split] = records = hub_instance_records(data, sources[split], args.image_column_name,
+                                                           args.annotation_column_name, all_categories)
+            negatives = sum(not record["category_ids"] for record in records)
+        else:
+            records = data
+            negatives = check_instance_records(records, sources[split], load_image)
+        if args.do_reduce_labels:  # background annotations are not instances
+            for record in records:
+                keep = [k for k, c in enumerate(record["category_ids"]) if c in kept]
+                for key in ("rles", "areas", "boxes", "category_ids", "iscrowd", "annotation_ids"):
+                    record[key] = [record[key][k] for k in keep]
+        if negatives:
+            logger.info(f"{sources[split]}: {negatives} of {len(records)} images have no instance (kept)")
+    return splits, train_categories, sources
+
+
+def read_coco_splits(args):
+    """The COCO files of --train_file/--validation_file, read (`common.tasks.coco.read_coco_instances`), not yet
+    checked against their images.
+
+    Returns:
+        (splits {split: records}, categories [(id, name)] sorted by id, sources {split: "--<split>_file <path>"}).
+
+    Raises:
+        ValueError: naming the flag and file: a file that cannot be read, no --validation_file, or the two files'
+            categories differ.
     """
     splits, sources, categories = {}, {}, {}
     for split in ("train", "validation"):
@@ -191,33 +267,165 @@ def load_raw_datasets(args):
     if categories["validation"] != train_categories:
         raise ValueError(f"{sources['validation']}: its categories {categories['validation']} differ from those of "
                          f"{sources['train']} {train_categories}; both files must list the same categories.")
-    first = sources["train" if "train" in sources else "validation"]
-    if args.do_reduce_labels:
-        if 0 not in dict(train_categories):
-            raise ValueError(f"--do_reduce_labels: {first} has no category with id 0 (the background it removes); "
-                             f"its categories are {train_categories}.")
-        train_categories = [(c, name) for c, name in train_categories if c != 0]
-    names = [name for _, name in train_categories]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{first}: two categories share a name ({train_categories}); names must be unique (they "
-                         "become the model's labels).")
-    if args.max_train_samples is not None and "train" in splits:
-        splits["train"] = splits["train"][: args.max_train_samples]
-    if args.max_eval_samples is not None:
-        splits["validation"] = splits["validation"][: args.max_eval_samples]
-    kept = dict(train_categories)
-    for split, records in splits.items():
-        if not records:
-            raise ValueError(f"{sources[split]}: no images.")
-        negatives = check_instance_records(records, sources[split], load_image)
-        if args.do_reduce_labels:  # background annotations are not instances
-            for record in records:
-                keep = [k for k, c in enumerate(record["category_ids"]) if c in kept]
-                for key in ("rles", "areas", "boxes", "category_ids", "iscrowd", "annotation_ids"):
-                    record[key] = [record[key][k] for k in keep]
-        if negatives:
-            logger.info(f"{sources[split]}: {negatives} of {len(records)} images have no instance (kept)")
     return splits, train_categories, sources
+
+
+def read_hub_splits(args):
+    """--dataset_name in the layout of transformers' `run_instance_segmentation_no_trainer.py` (e.g.
+    qubvel-hf/ade20k-mini): splits `train` (optional) and `validation`, columns --image_column_name and
+    --annotation_column_name (images; `datasets.Image(decode=False)`: decoded by `hub_instance_records`, so that a
+    bad row is named), and the classes: --id2label ({class id: name}, a JSON file or text) or the first row's
+    `semantic_class_to_id` ({name: class id}).
+
+    Returns:
+        (splits {split: datasets.Dataset of the two columns}, categories [(class id, name)] sorted by id,
+        sources {split: "--dataset_name <name> (<split>)"}).
+
+    Raises:
+        ValueError: naming --dataset_name, the split and the columns: no validation split, a missing column, a
+            column that does not hold images; naming --id2label or the column for a label set that cannot be read
+            (not JSON, keys not integers, names not strings) or is missing.
+    """
+    raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
+    name = f"--dataset_name {args.dataset_name}"
+    if "validation" not in raw:
+        raise ValueError(f"{name}: no 'validation' split (splits: {list(raw)}); instance segmentation is scored on "
+                         "annotated images: the dataset needs 'train' and 'validation' splits.")
+    splits, sources = {}, {}
+    columns = (args.image_column_name, args.annotation_column_name)
+    for split in ("train", "validation"):
+        if split not in raw:
+            continue
+        dataset, sources[split] = raw[split], f"{name} ({split})"
+        missing = [column for column in columns if column not in dataset.column_names]
+        if missing:
+            raise ValueError(f"{sources[split]}: missing column(s) {missing}; the columns present are "
+                             f"{dataset.column_names} (see --image_column_name, --annotation_column_name).")
+        for column in columns:
+            try:
+                dataset = dataset.cast_column(column, datasets.Image(decode=False))
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"{sources[split]}: column '{column}' holds {dataset.features[column]}, not images "
+                                 f"({error}).") from None
+        splits[split] = dataset.select_columns(list(columns))
+    if args.id2label is not None:
+        categories = parse_id2label(args.id2label)
+    else:
+        first = raw["train" if "train" in raw else "validation"]
+        if LABEL_MAP_COLUMN not in first.column_names:
+            raise ValueError(f"{name}: no label set: the dataset has no '{LABEL_MAP_COLUMN}' column ({{class name: "
+                             "class id}}, as transformers' example reads it); pass --id2label '{\"1\": \"cat\", ...}' "
+                             "(class ids of the annotations' first channel -> names).")
+        categories = label_map_column(first[0][LABEL_MAP_COLUMN], f"{name}: column '{LABEL_MAP_COLUMN}', row 0")
+    return splits, sorted(categories.items()), sources
+
+
+def parse_id2label(text):
+    """--id2label: a JSON file or JSON text {class id: name}. Returns {int id: str name}.
+
+    Raises:
+        ValueError: naming --id2label when the file is not UTF-8, the JSON cannot be read or is not a non-empty
+            object, a key is not an integer in 0..255 or a name is not a string.
+    """
+    source = read_flag_file("--id2label", text) if os.path.isfile(text) else text
+    try:
+        mapping = json.loads(source)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--id2label {text}: neither a JSON file nor JSON text ({error}); expected an object "
+                         "{class id: name}.") from None
+    if not isinstance(mapping, dict) or not mapping:
+        raise ValueError(f"--id2label {text}: expected a non-empty JSON object {{class id: name}}.")
+    result = {}
+    for key, value in mapping.items():
+        try:
+            class_id = int(key)
+        except ValueError:
+            raise ValueError(f"--id2label {text}: key {key!r} is not an integer class id.") from None
+        if not 0 <= class_id <= 255 or not isinstance(value, str):
+            raise ValueError(f"--id2label {text}: {key!r}: {value!r}; expected a class id in 0..255 (an 8-bit "
+                             "channel) and a name.")
+        result[class_id] = value
+    return result
+
+
+def label_map_column(value, where):
+    """A `semantic_class_to_id` cell ({class name: class id}; a struct column gives None for names absent from the
+    row) as {class id: name}.
+
+    Raises:
+        ValueError: naming `where` when it is not a mapping of names to integer ids in 0..255, or two names share
+            an id.
+    """
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"{where} is {str(value)[:100]}; expected {{class name: class id}}.")
+    result = {}
+    for class_name, class_id in value.items():
+        if class_id is None:
+            continue
+        if isinstance(class_id, bool) or not isinstance(class_id, int) or not 0 <= class_id <= 255:
+            raise ValueError(f"{where}: {class_name!r}: {class_id!r}; expected an integer class id in 0..255.")
+        if class_id in result:
+            raise ValueError(f"{where}: class id {class_id} is given to {result[class_id]!r} and {class_name!r}.")
+        result[class_id] = str(class_name)
+    return result
+
+
+def hub_instance_records(dataset, source, image_column, annotation_column, categories):
+    """Decodes and checks every row of one split in the anchor's layout and turns it into a record as
+    `common.tasks.coco.check_instance_records` gives them: one instance per (class id, instance id) pair of the
+    annotation's first two channels, its mask the pixels of that pair.
+
+    Args:
+        dataset: a `datasets.Dataset` of the two columns (`{"path", "bytes"}` images).
+        source: what messages name ("--dataset_name <name> (<split>)").
+        categories: {class id: name}, the whole label set (class 0 included under --do_reduce_labels).
+
+    Returns:
+        records (the image `{"path", "bytes"}` kept for the transforms; image_id = the row index).
+
+    Raises:
+        ValueError: naming `source`, the row and the column: an image or annotation that does not decode, an
+            annotation with fewer than two channels, whose size differs from its image's, or holding a class id
+            outside `categories`.
+    """
+    records = []
+    for index, row in enumerate(dataset):
+        where = f"{source}, row {index}"
+        try:
+            width, height = load_image(row[image_column]).size
+        except ValueError as error:
+            raise ValueError(f"{where}, column '{image_column}': {error}") from None
+        try:
+            annotation, _ = open_image(row[annotation_column])
+        except ValueError as error:
+            raise ValueError(f"{where}, column '{annotation_column}': {error}") from None
+        pixels = np.asarray(annotation)
+        if pixels.ndim != 3 or pixels.shape[2] < 2:
+            raise ValueError(f"{where}, column '{annotation_column}': an image of mode {annotation.mode}; expected "
+                             "at least 2 channels (RGB): the class id in the first, the instance id in the second.")
+        if annotation.size != (width, height):
+            raise ValueError(f"{where}: the annotation (column '{annotation_column}') is {annotation.width} x "
+                             f"{annotation.height} pixels but the image (column '{image_column}') is {width} x "
+                             f"{height}; expected the same size.")
+        classes, instances = pixels[..., 0].astype(np.int64), pixels[..., 1].astype(np.int64)
+        unknown = sorted(set(np.unique(classes).tolist()) - set(categories))
+        if unknown:
+            raise ValueError(f"{where}, column '{annotation_column}': class id(s) {unknown} (first channel) are not "
+                             f"in the label set {sorted(categories)}; add them to --id2label (or the dataset's "
+                             f"'{LABEL_MAP_COLUMN}').")
+        pairs = np.unique(np.stack([classes.ravel(), instances.ravel()], axis=1), axis=0)
+        masks = np.stack([(classes == c) & (instances == i) for c, i in pairs])
+        rles = encode_masks(masks)
+        coded = [{"size": r["size"], "counts": r["counts"].encode("ascii")} for r in rles]
+        path = row[image_column].get("path")
+        records.append({
+            "image": row[image_column], "image_id": index, "file_name": path or f"row {index}",
+            "width": width, "height": height, "rles": rles, "areas": [float(m.sum()) for m in masks],
+            "boxes": [[float(v) for v in box] for box in mask_utils.toBbox(coded)],
+            "category_ids": [int(c) for c, _ in pairs], "iscrowd": [0] * len(pairs),
+            "annotation_ids": [int(i) for _, i in pairs], "where": where,
+        })
+    return records
 
 
 # ------------------------------------------------------------------------------------------------ transforms

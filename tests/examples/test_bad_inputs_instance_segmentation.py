@@ -3,17 +3,20 @@
 Each case runs `run_instance_segmentation.main(argv)` in this process into an --output_dir holding a finished run,
 and asserts that the error names the flag, file, image and annotation and what was expected, and that --output_dir
 is unchanged (see bad_input_checks.py). The data: 6 synthetic images (test_run_instance_segmentation.py), squares
-as polygons and discs as RLE; the model a tiny Mask2Former built from a config (never reached: every check comes
+as polygons and discs as RLE, or the same shapes in the anchor's Hub layout (a local folder of parquet files read by
+--dataset_name); the model a tiny Mask2Former built from a config (never reached: every check comes
 before training).
 """
 
 import json
 import shutil
 
+import numpy as np
 import pytest
 import run_instance_segmentation
 from bad_input_checks import assert_rejected, make_finished_run
-from test_run_instance_segmentation import TINY_MASK2FORMER, write_instance_set
+from PIL import Image
+from test_run_instance_segmentation import TINY_MASK2FORMER, hub_rows, write_hub_dataset, write_instance_set
 
 SCRIPT_MAIN = run_instance_segmentation.main
 
@@ -117,7 +120,9 @@ def test_reduce_labels_without_a_background_category(dataset, finished_run, caps
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--dataset_name", "some/dataset"], r"--dataset_name: the Hub layout .* is not read yet"),
+    (["--dataset_name", "some/dataset"], r"--dataset_name reads a dataset with image and annotation columns; do not "
+                                         r"combine it with the COCO files' --train_file"),
+    (["--id2label", '{"1": "a"}'], r"--id2label names the classes of a --dataset_name's annotations"),
     (["--model_name_or_path", "x"], r"do not combine them with --model_name_or_path"),
     (["--config_overrides", "no_such_key=1"], r"--config_overrides: Mask2FormerConfig has no attribute\(s\) "
                                               r"\['no_such_key'\]"),
@@ -130,3 +135,75 @@ def test_bad_flags(flags, message, dataset, finished_run, capsys):
     else:
         argv += flags
     assert_rejected(SCRIPT_MAIN, argv, message, finished_run, capsys)
+
+
+# ------------------------------------------------------------------------------ --dataset_name (the Hub layout)
+def hub_case(tmp_path, change, splits=("train", "validation")):
+    """A local dataset folder in the anchor's layout (4 rows per split), its rows changed by `change(rows)` (the
+    dict of columns of `hub_rows`) before it is written. Returns the folder."""
+    def rows_of(n, seed):
+        rows, truth = hub_rows(n, seed)
+        change(rows)
+        return rows, truth
+    root, _ = write_hub_dataset(tmp_path / "hub", {split: (4, 5) for split in splits}, rows_of)
+    return root
+
+
+def hub_base(root, out, *extra):
+    return ["--dataset_name", root, *TINY_MASK2FORMER, "--output_dir", out, "--overwrite_output_dir",
+            "--max_train_steps", "1", "--per_device_train_batch_size", "2", *extra]
+
+
+def no_change(rows):
+    pass
+
+
+def smaller_annotation(rows):
+    rows["annotation"][2] = rows["annotation"][2].crop((0, 0, 40, 48))
+
+
+def unknown_class(rows):
+    pixels = np.array(rows["annotation"][1])
+    pixels[0, 0] = (5, 9, 0)
+    rows["annotation"][1] = Image.fromarray(pixels)
+
+
+def grey_annotation(rows):
+    rows["annotation"][3] = rows["annotation"][3].convert("L")
+
+
+def without_label_map(rows):
+    del rows["semantic_class_to_id"]
+
+
+@pytest.mark.parametrize("change, extra, message", [
+    (no_change, ["--annotation_column_name", "label"],
+     r"--dataset_name .*hub \(train\): missing column\(s\) \['label'\]; the columns present are \['image', "
+     r"'annotation', 'semantic_class_to_id'\] \(see --image_column_name, --annotation_column_name\)"),
+    (smaller_annotation, [],
+     r"--dataset_name .*hub \(train\), row 2: the annotation \(column 'annotation'\) is 40 x 48 pixels but the image "
+     r"\(column 'image'\) is 48 x 48; expected the same size"),
+    (unknown_class, [],
+     r"--dataset_name .*hub \(train\), row 1, column 'annotation': class id\(s\) \[5\] \(first channel\) are not "
+     r"in the label set \[0, 1, 2\]"),
+    (unknown_class, ["--id2label", '{"0": "background", "1": "square", "2": "disc", "3": "star"}'],
+     r"row 1, column 'annotation': class id\(s\) \[5\] \(first channel\) are not in the label set \[0, 1, 2, 3\]"),
+    (grey_annotation, [],
+     r"--dataset_name .*hub \(train\), row 3, column 'annotation': an image of mode L; expected at least 2 channels"),
+    (without_label_map, [],
+     r"--dataset_name .*hub: no label set: the dataset has no 'semantic_class_to_id' column .*pass --id2label"),
+    (no_change, ["--id2label", '{"one": "square"}'],
+     r"--id2label \{\"one\": \"square\"\}: key 'one' is not an integer"),
+    (no_change, ["--id2label", "[1, 2"], r"--id2label \[1, 2: neither a JSON file nor JSON text"),
+    (no_change, ["--do_reduce_labels", "--id2label", '{"1": "square", "2": "disc"}'],
+     r"--do_reduce_labels: --dataset_name .*hub \(train\) has no category with id 0"),
+])
+def test_bad_hub_layout(change, extra, message, finished_run, tmp_path, capsys):
+    root = hub_case(tmp_path, change)
+    assert_rejected(SCRIPT_MAIN, hub_base(root, finished_run, *extra), message, finished_run, capsys)
+
+
+def test_hub_layout_without_a_validation_split(finished_run, tmp_path, capsys):
+    root = hub_case(tmp_path, no_change, splits=("train",))
+    assert_rejected(SCRIPT_MAIN, hub_base(root, finished_run),
+                    r"--dataset_name .*hub: no 'validation' split \(splits: \['train'\]\)", finished_run, capsys)

@@ -59,6 +59,12 @@ Sections (a few minutes each):
   w2v2      run_wav2vec2_pretraining: plain against --reuse_cpu_memory + group_by_length + fused AdamW + fast
             dropout, the 3.6M-parameter wav2vec2 of recipes/fsdd_wav2vec2_pretraining.yaml on --max_train_samples
             FSDD clips (800, 1 epoch of batch 16), contrastive loss on 100 held-out clips
+  mim       run_mim: plain against bf16 + fused AdamW + reuse, docs/run_mim.md's 0.14M-parameter ViT from a config
+            pretrained by SimMIM on --max_train_samples x 5 MNIST digits (4,000 of 8,000, 1 epoch of batch 64),
+            masked-pixel L1 on 500 held-out digits beside the mean-visible-pixel baseline
+  inst      run_instance_segmentation: plain against bf16 + fused AdamW + reuse, a small Mask2Former (Swin backbone
+            from its config) on --max_train_samples / 4 MNIST canvases of 64 px (200 of the 800 built by
+            examples/instance_segmentation_data.py, 1 epoch of batch 8), mask mAP@0.5 on 50 held-out canvases
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
   seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
@@ -106,7 +112,7 @@ from flops import matmul_peak_flops, model_flops_utilization, non_embedding_para
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
 ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "det", "clm", "qa",
-                "translation", "summarization", "image", "sft", "audio", "w2v2", "full", "seeds"]
+                "translation", "summarization", "image", "sft", "audio", "w2v2", "mim", "inst", "full", "seeds"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -623,6 +629,70 @@ def sft_configs(samples, output_dir):
             ("sft_lora", "sft", "examples/run_sft.py", 1, 2, None, args_of(LORA), "fp32, LoRA r 16 all-linear")]
 
 
+
+# docs/run_mim.md's 0.14M-parameter ViT (4 layers x 64, patches of 4 at 32 px) with SimMIM masks of 8 px.
+MIM_VIT = "hidden_size=64,num_hidden_layers=4,num_attention_heads=4,intermediate_size=128"
+
+
+def mim_args(max_train_samples, output_dir, extra=()):
+    """run_mim as docs/run_mim.md's MNIST run, shortened: the small ViT from a config pretrained by SimMIM on
+    `max_train_samples` MNIST digits (the `image` section's folders, `output_dir`/mnist_images; labels unused) for 1
+    epoch (batch 64), masked-pixel L1 on 500 of the 2,000 held-out digits (fixed seeded masks)."""
+    mnist = SHARED / "mnist"
+    images = prepared(Path(output_dir) / "mnist_images", [
+        REPO / "examples" / "mnist_to_imagefolder.py", "--images", mnist / "t10k-images-idx3-ubyte.gz", "--labels",
+        mnist / "t10k-labels-idx1-ubyte.gz", "--validation_size", "2000", "--seed", "0"])
+    args = ["--train_dir", images / "train", "--validation_dir", images / "validation", "--model_type", "vit",
+            "--config_overrides", MIM_VIT, "--image_size", "32", "--model_patch_size", "4", "--mask_patch_size", "8",
+            "--mask_ratio", "0.6", "--no-horizontal_flip", "--per_device_train_batch_size", "64",
+            "--per_device_eval_batch_size", "128", "--learning_rate", "1e-3", "--weight_decay", "0.05",
+            "--num_warmup_steps", "20", "--num_train_epochs", "1", "--seed", "0", "--max_train_samples",
+            str(max_train_samples), "--max_eval_samples", "500", "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def mim_configs(samples, output_dir):
+    """run_mim: plain against bf16 + fused AdamW + reuse (the ViT's dropout is 0, nothing for --fast_dropout; images
+    are not padded: the padding flags do not apply)."""
+    return plain_vs_best("mim", "examples/run_mim.py", lambda extra: mim_args(samples, output_dir, extra),
+                         BF16 + FUSED + REUSE, "bf16 + fused + reuse")
+
+
+# tests/examples/test_run_instance_segmentation.py's MNIST Mask2Former: a Swin backbone from its config (embed 16,
+# one block per stage), hidden 64, 10 queries, 64 x 64 inputs.
+INST_MASK2FORMER = ("hidden_dim=64,num_queries=10,encoder_feedforward_dim=128,dim_feedforward=128,encoder_layers=2,"
+                    "decoder_layers=3,num_attention_heads=4,feature_size=64,mask_feature_size=64,"
+                    "train_num_points=1024,backbone_config.embed_dim=16,backbone_config.depths=[1,1,1,1],"
+                    "backbone_config.num_heads=[1,2,4,8],backbone_config.window_size=4")
+
+
+def inst_args(max_train_samples, output_dir, extra=()):
+    """run_instance_segmentation on the MNIST canvases of examples/instance_segmentation_data.py (into
+    `output_dir`/mnist_instances: 800 training, 100 validation canvases of 2-5 real digits, 64 px): the small
+    Mask2Former from a config on `max_train_samples` canvases for 1 epoch (batch 8), COCO mask mAP on 50 held-out
+    canvases."""
+    mnist = SHARED / "mnist"
+    data = prepared(Path(output_dir) / "mnist_instances", [
+        REPO / "examples" / "instance_segmentation_data.py", "mnist", "--images", mnist / "t10k-images-idx3-ubyte.gz",
+        "--labels", mnist / "t10k-labels-idx1-ubyte.gz", "--train_size", "800", "--validation_size", "100",
+        "--canvas_size", "64", "--seed", "0"])
+    args = ["--train_file", data / "train.json", "--validation_file", data / "validation.json", "--image_dir",
+            data / "images", "--model_type", "mask2former", "--image_size", "64", "--config_overrides",
+            INST_MASK2FORMER, "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16",
+            "--learning_rate", "1e-3", "--weight_decay", "0.05", "--num_warmup_steps", "5", "--num_train_epochs", "1",
+            "--seed", "0", "--max_train_samples", str(max_train_samples), "--max_eval_samples", "50",
+            "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def inst_configs(samples, output_dir):
+    """run_instance_segmentation: plain against bf16 + fused AdamW + reuse (Mask2Former's dropout is 0, nothing for
+    --fast_dropout; images are resized, not padded by length)."""
+    return plain_vs_best("inst", "examples/run_instance_segmentation.py",
+                         lambda extra: inst_args(samples, output_dir, extra), BF16 + FUSED + REUSE,
+                         "bf16 + fused + reuse")
+
+
 def launch_command(script, processes, threads, dynamo=None):
     """`accelerate launch` for `processes` CPU processes of `threads` threads each."""
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_cpu_threads_per_process", str(threads)]
@@ -698,7 +768,8 @@ EVAL_KEYS = ("eval_accuracy", "eval_f1", "eval_exact_match",  # GLUE, NER, multi
              "eval_bleu", "eval_rouge1",  # run_translation, run_summarization (0-100)
              "eval_mean_iou", "eval_map_50",  # run_semantic_segmentation, run_object_detection
              "eval_generation_rouge1", "trainable_parameters",  # run_sft
-             "eval_contrastive_loss")  # run_wav2vec2_pretraining (nats per masked frame)
+             "eval_contrastive_loss",  # run_wav2vec2_pretraining (nats per masked frame)
+             "eval_loss", "eval_baseline_loss")  # run_mim: masked-pixel L1, and its mean-visible-pixel baseline's
 
 
 def summarize(name, group, results, wall, peak_mib, log_text, num_params, peaks, precision, processes, threads,
@@ -850,7 +921,8 @@ def ner_configs(samples):
 # read source tokens in the encoder and target tokens in the decoder, while the scripts count source tokens only;
 # the image models read no tokens at all.
 PARAMETERS_OF = {"ner": "ner", "qa": "qa", "clm": "clm", "translation": None, "summarization": None, "image": None,
-                 "seg": None, "det": None, "sft": None, "audio": None, "w2v2": None}
+                 "seg": None, "det": None, "sft": None, "audio": None, "w2v2": None,
+                 "mim": None, "inst": None}
 
 
 def count_parameters():
@@ -906,6 +978,8 @@ def metric_text(row):
     """The eval metric of a row as the table shows it, e.g. "acc 0.684", "EM 26.6 / F1 43.3", "BLEU 12.3",
     "ppl 245.1"; "-" when the run wrote none of `EVAL_KEYS`."""
     value = row.get
+    if value("eval_baseline_loss") is not None and value("eval_loss") is not None:  # run_mim
+        return f"masked L1 {value('eval_loss'):.3f} (mean pixel {value('eval_baseline_loss'):.3f})"
     if value("eval_contrastive_loss") is not None:
         return f"contrastive {value('eval_contrastive_loss'):.3f}"
     if value("eval_mean_iou") is not None:
@@ -1049,6 +1123,10 @@ def main(argv=None):
             configs = w2v2_configs(min(max(args.max_train_samples, 1), 2700), output_dir)
         elif section == "image":  # 28 x 28 digits, 8 epochs: 10 x as many images (all 8,000 training digits)
             configs = image_configs(min(max(args.max_train_samples * 10, 1), 8000), output_dir)
+        elif section == "mim":  # 28 x 28 digits, 1 epoch, a 0.14M-parameter ViT: 5 x as many (4,000 of 8,000)
+            configs = mim_configs(min(max(args.max_train_samples * 5, 1), 8000), output_dir)
+        elif section == "inst":  # 64 px canvases, Mask2Former's matching and point sampling: a quarter as many
+            configs = inst_configs(min(max(args.max_train_samples // 4, 1), 800), output_dir)
         else:
             configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
                 section, args.max_train_samples, seeds)

@@ -22,6 +22,8 @@ SECTIONS = {
     "translation": lambda out: bench.translation_configs(160),
     "summarization": lambda out: bench.summarization_configs(16),
     "image": lambda out: bench.image_configs(160, out),
+    "mim": lambda out: bench.mim_configs(160, out),
+    "inst": lambda out: bench.inst_configs(16, out),
 }
 
 
@@ -36,7 +38,8 @@ def test_section_flags_are_accepted_by_the_script(section, tmp_path, monkeypatch
     assert [c[0] for c in configs] == [f"{section}_plain", f"{section}_all"]
     for name, group, script, processes, threads, dynamo, extra, notes in configs:
         assert group == section and (REPO / script).is_file()
-        if section in ("clm", "image"):  # refused by these scripts' main(), after parse_args: no padding there
+        if section in ("clm", "image", "mim", "inst"):  # refused by these scripts' main(), after parse_args: no
+            # padding there
             assert "--group_by_length" not in extra and "--pad_to_multiple_of" not in extra
         module = importlib.import_module(Path(script).stem)
         args = module.parse_args(extra + ["--output_dir", str(tmp_path / name)])
@@ -56,6 +59,9 @@ def test_metric_text_shows_each_scripts_metric():
     assert bench.metric_text({"eval_rouge1": 2.9}) == "ROUGE-1 2.90"
     assert bench.metric_text({"eval_mean_iou": 0.5}) == "mIoU 0.500"
     assert bench.metric_text({"eval_map_50": 0.25}) == "mAP@0.5 0.250"
+    mim = {"eval_loss": 0.2314, "eval_baseline_loss": 0.4221}
+    assert bench.metric_text(mim) == "masked L1 0.231 (mean pixel 0.422)"
+    assert bench.metric_text({"eval_loss": 0.5, "eval_perplexity": 1.65}) == "ppl 1.6"  # run_clm's eval_loss: not L1
     assert bench.metric_text({}) == "-"
 
 

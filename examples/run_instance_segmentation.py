@@ -316,7 +316,8 @@ def read_hub_splits(args):
             raise ValueError(f"{name}: no label set: the dataset has no '{LABEL_MAP_COLUMN}' column ({{class name: "
                              "class id}}, as transformers' example reads it); pass --id2label '{\"1\": \"cat\", ...}' "
                              "(class ids of the annotations' first channel -> names).")
-        categories = label_map_column(first[0][LABEL_MAP_COLUMN], f"{name}: column '{LABEL_MAP_COLUMN}', row 0")
+        value = first.select_columns([LABEL_MAP_COLUMN])[0][LABEL_MAP_COLUMN]  # (no image of the row decoded)
+        categories = label_map_column(value, f"{name}: column '{LABEL_MAP_COLUMN}', row 0")
     return splits, sorted(categories.items()), sources
 
 

@@ -180,3 +180,21 @@ def test_transformers_image_height_and_width_flags_are_taken_for_square_images(t
                   ["--image_size", "48", "--image_height", "64", "--image_width", "64"]):
         with pytest.raises(SystemExit):
             inst.parse_args([*base, *sides])
+
+
+def test_hub_label_maps_from_the_column_and_the_flag():
+    """The anchor's `semantic_class_to_id` ({name: id}; a struct column gives None for names another row has) and
+    --id2label ({id: name}) both become {id: name}; shared ids, non-integer ids and bad JSON are named."""
+    where = "--dataset_name d: column 'semantic_class_to_id', row 0"
+    assert inst.label_map_column({"background": 0, "cat": 1, "dog": None}, where) == {0: "background", 1: "cat"}
+    with pytest.raises(ValueError, match=r"row 0: class id 1 is given to 'cat' and 'dog'"):
+        inst.label_map_column({"cat": 1, "dog": 1}, where)
+    with pytest.raises(ValueError, match=r"row 0: 'cat': 1.5; expected an integer class id in 0..255"):
+        inst.label_map_column({"cat": 1.5}, where)
+    with pytest.raises(ValueError, match=r"row 0 is \[1, 2\]; expected \{class name: class id\}"):
+        inst.label_map_column([1, 2], where)
+    assert inst.parse_id2label('{"0": "background", "3": "square"}') == {0: "background", 3: "square"}
+    with pytest.raises(ValueError, match=r"--id2label \{\"300\": \"x\"\}: '300': 'x'; expected a class id in 0..255"):
+        inst.parse_id2label('{"300": "x"}')
+    with pytest.raises(ValueError, match=r"expected a non-empty JSON object"):
+        inst.parse_id2label("{}")

@@ -50,7 +50,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers
-from accelerate import Accelerator, DataLoaderConfiguration
+from accelerate import Accelerator, DataLoaderConfiguration, PartialState
 from accelerate.logging import get_logger
 from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
 from pycocotools import mask as mask_utils
@@ -286,7 +286,8 @@ def read_hub_splits(args):
             column that does not hold images; naming --id2label or the column for a label set that cannot be read
             (not JSON, keys not integers, names not strings) or is missing.
     """
-    raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
+    with PartialState().main_process_first():  # the main process writes the datasets cache, the others read it
+        raw = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
     name = f"--dataset_name {args.dataset_name}"
     if "validation" not in raw:
         raise ValueError(f"{name}: no 'validation' split (splits: {list(raw)}); instance segmentation is scored on "

@@ -293,3 +293,17 @@ def test_mask2former_learns_the_shapes_from_the_hub_layout(tmp_path):
     assert results["eval_map_50"] > results["eval_baseline_map_50"] + 0.3, results
     assert rescored_map(out)[0] == pytest.approx(results["eval_map"], abs=1e-6)
     assert json.loads((out / "config.json").read_text())["id2label"] == {"0": "square", "1": "disc"}
+
+
+@pytest.mark.slow
+def test_two_processes_read_the_hub_layout_and_score_every_row_once(tmp_path):
+    """--dataset_name on 2 processes: the main process builds the datasets cache first, both read it; every
+    validation row is scored exactly once and the predictions re-score to the reported mAP."""
+    root, _ = write_hub_dataset(tmp_path / "hub", {"train": (16, 1), "validation": (10, 2)})
+    out = tmp_path / "out"
+    launch(SCRIPT, ["--dataset_name", root, "--do_reduce_labels", *TINY_MASK2FORMER, *COMMON,
+                    "--per_device_train_batch_size", "4", "--max_train_steps", "2", "--output_dir", out],
+           num_processes=2)
+    results = read_results(out)
+    assert results["eval_samples"] == 10 and results["train_steps"] == 2
+    assert rescored_map(out)[0] == pytest.approx(results["eval_map"], abs=1e-6)

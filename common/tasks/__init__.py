@@ -10,7 +10,8 @@ a task's long readers and metrics that a reader adapting its script need not see
   class (run_clm, run_image_classification, run_translation, run_summarization).
 - `common.tasks.conll`: CoNLL column files: format detection, reading, IOB tag schemes (run_ner).
 - `common.tasks.gguf`: GGUF files de-quantised to plain float32 causal LMs (run_clm, examples/gguf_to_safetensors.py).
-- `common.tasks.images`: images of any mode as 8-bit RGB (run_image_classification, run_semantic_segmentation).
+- `common.tasks.images`: images of any mode as 8-bit RGB (the image scripts); the image-folder and augmentation
+  flags of run_image_classification and run_mim and their checks.
 - `common.tasks.labels`: class ids for the data's labels, agreed with a checkpoint's own `label2id`
   (run_glue, run_ner, run_image_classification, run_audio_classification), and the class names of a
   single-label set (`resolve_class_labels`).

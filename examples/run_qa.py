@@ -58,6 +58,7 @@ from common.tasks.squad import (  # the SQuAD parts shared with run_qa_beam_sear
     predict_test_split,
     prepare_train_features,  # noqa: F401
     prepare_validation_features,  # noqa: F401
+    questions_and_features,
     score_qa_predictions,
     validate_qa_args,
 )
@@ -241,7 +242,9 @@ def training_function(args):
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
     init_trackers(accelerator, "qa_no_trainer", args)  # the run's flags; logged steps = optimizer steps
-    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # banner (its examples: "N questions (M features)"), counters, hooks
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger,
+                      examples=questions_and_features(processed))
     # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
     run.set_evaluation(model, lambda: evaluate(
         model, eval_dataloader, accelerator, eval_examples, eval_features, args, pad_first), tokenizer,

@@ -47,6 +47,7 @@ from common.tasks.squad import (  # the SQuAD parts shared with run_qa.py
     no_answer_baseline,
     postprocess_beam_search_predictions,
     predict_test_split,
+    questions_and_features,
     score_qa_predictions,
     validate_qa_args,
 )
@@ -230,7 +231,9 @@ def training_function(args):
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
     init_trackers(accelerator, "qa_beam_search_no_trainer", args)  # the run's flags; logged steps = optimizer steps
-    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # banner (its examples: "N questions (M features)"), counters, hooks
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger,
+                      examples=questions_and_features(processed))
     # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
     run.set_evaluation(model, lambda: evaluate(
         model, eval_dataloader, accelerator, eval_examples, eval_features, args), tokenizer, main_metric="f1")

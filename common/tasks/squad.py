@@ -604,6 +604,19 @@ def build_qa_features(args, raw_datasets, tokenizer, accelerator, p_mask=False):
     return processed
 
 
+def questions_and_features(processed):
+    """What a QA run's banner calls its training examples: "N questions (M features)" (a long context gives a
+    question several features, the rows the DataLoader holds), or None without a training split.
+
+    Args:
+        processed: `build_qa_features`' dict split -> (examples, features).
+    """
+    if "train" not in processed:
+        return None
+    examples, features = processed["train"]
+    return f"{len(examples):,} questions ({len(features):,} features)"
+
+
 def gold_references(examples, args):
     """The SQuAD metric modules' references: [{"id", "answers": {"text", "answer_start"}}], one per example."""
     return [{"id": e["id"], "answers": {"text": e[args.answer_column_name]["text"],

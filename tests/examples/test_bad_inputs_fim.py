@@ -69,7 +69,7 @@ def test_group_by_length(files, finished_run, capsys):
 def test_bad_input_exits_non_zero_under_accelerate_launch(files, finished_run):
     before = snapshot(finished_run)
     result = launch("run_fim.py", replace_flag(base(files, finished_run), "--fim_rate", "2"), check=False)
-    assert result.returncode == 2
+    assert result.returncode != 0  # the script exits 2 (argparse); the launcher reports 1
     assert "argument --fim_rate: expected a rate from 0 to 1, got 2.0" in result.stdout
     result = launch("run_fim.py", base(files, finished_run, "--fim_middle_token", ""), check=False)
     assert result.returncode != 0

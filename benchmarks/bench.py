@@ -65,6 +65,13 @@ Sections (a few minutes each):
   inst      run_instance_segmentation: plain against bf16 + fused AdamW + reuse, a small Mask2Former (Swin backbone
             from its config) on --max_train_samples / 4 MNIST canvases of 64 px (200 of the 800 built by
             examples/instance_segmentation_data.py, 1 epoch of batch 8), mask mAP@0.5 on 50 held-out canvases
+  fim       run_fim: plain against bf16 + fused AdamW + fast dropout + reuse, a 0.55M-parameter GPT-2 (3 x 96) from
+            scratch on the Python standard library's files (source_files_to_jsonl.py, 2,048-token BPE trained
+            first), 1 epoch of --max_train_samples / 2 blocks of 128 tokens (400, 50 steps of 8), half rearranged
+            for infilling; middle perplexity on 64 held-out blocks
+  qa_beam   run_qa_beam_search: plain against all switches, an XLNet (3 x 128) from scratch with a Unigram tokenizer
+            trained on the qa section's XQuAD-en split, --max_train_samples / 4 questions (200, 256-token
+            features), EM / F1 on 64 held-out questions (no pretrained XLNet here: the score only shows the run)
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
   seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
@@ -112,7 +119,8 @@ from flops import matmul_peak_flops, model_flops_utilization, non_embedding_para
 SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data"))
 LOCK = Path("/tmp/cpu_heavy.lock")
 ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "det", "clm", "qa",
-                "translation", "summarization", "image", "sft", "audio", "w2v2", "mim", "inst", "full", "seeds"]
+                "translation", "summarization", "image", "sft", "audio", "w2v2", "mim", "inst", "fim", "qa_beam",
+                "full", "seeds"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -693,6 +701,93 @@ def inst_configs(samples, output_dir):
                          "bf16 + fused + reuse")
 
 
+# The fim section's GPT-2 (docs/run_fim.md's real-data run: 3 layers x 96, from scratch).
+FIM_OVERRIDES = "n_embd=96,n_layer=3,n_head=4,n_positions=128"
+
+
+def fim_args(max_train_samples, output_dir, extra=()):
+    """run_fim as docs/run_fim.md's real-data run, shortened: the GPT-2 of `FIM_OVERRIDES` from scratch on 298
+    files of the Python standard library (examples/source_files_to_jsonl.py, 100 held out, into
+    `output_dir`/stdlib_data) with a 2,048-token byte-level BPE trained on the training files
+    (`output_dir`/stdlib_tokenizer); 1 epoch of `max_train_samples` blocks of 128 tokens (batch 8), half of them
+    rearranged (PSM / SPM), middle perplexity on 64 held-out blocks; no infilling generation (it would count in
+    train_runtime)."""
+    data = prepared(Path(output_dir) / "stdlib_data", [
+        REPO / "examples" / "source_files_to_jsonl.py", "--max_files", "400", "--validation_files", "100",
+        "--seed", "0"])
+    tokenizer = prepared(Path(output_dir) / "stdlib_tokenizer", [
+        REPO / "examples" / "train_tokenizer.py", "--train_file", data / "train.jsonl", "--vocab_size", "2048",
+        "--model_max_length", "128"])
+    args = ["--model_type", "gpt2", "--config_overrides", FIM_OVERRIDES, "--tokenizer_name", tokenizer,
+            "--train_file", data / "train.jsonl", "--validation_file", data / "validation.jsonl",
+            "--block_size", "128", "--fim_rate", "0.5", "--fim_spm_rate", "0.5", "--per_device_train_batch_size", "8",
+            "--per_device_eval_batch_size", "32", "--learning_rate", "3e-3", "--num_warmup_steps", "10",
+            "--num_train_epochs", "1", "--seed", "0", "--max_train_samples", str(max_train_samples),
+            "--max_eval_samples", "64", "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def fim_configs(samples, output_dir):
+    """run_fim: plain against the switches that apply to full blocks (--truncate_or_pad: no padding; the padding
+    flags are refused), as the clm section."""
+    return plain_vs_best("fim", "examples/run_fim.py",
+                         lambda extra: fim_args(samples, output_dir, extra),
+                         BF16 + FUSED + FAST_DROPOUT + REUSE, "bf16 + fused + fast dropout + reuse")
+
+
+def xlnet_from_scratch(path, train_file):
+    """`path`: docs/run_qa_beam_search.md's XLNet (3 layers x 128, 4 x 4 start/end candidates, random weights of
+    seed 0) with an 8,000-piece Unigram tokenizer trained on `train_file`'s contexts and questions; built once (into
+    a temporary folder renamed at the end). No pretrained XLNet can be installed here."""
+    path = Path(path)
+    if path.exists():
+        return path
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import XLNetConfig, XLNetForQuestionAnswering, XLNetTokenizerFast
+
+    paragraphs = [p for article in json.loads(Path(train_file).read_text())["data"] for p in article["paragraphs"]]
+    texts = [p["context"] for p in paragraphs] + [qa["question"] for p in paragraphs for qa in p["qas"]]
+    special = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eop>", "<eod>"]
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=8000, unk_token="<unk>",
+                                                                 special_tokens=special))
+    vocab = [tuple(piece) for piece in json.loads(tokenizer.to_str())["model"]["vocab"]]
+    partial = path.with_name(path.name + ".partial")
+    fast = XLNetTokenizerFast(vocab=vocab, unk_id=0, model_max_length=512)
+    fast.save_pretrained(partial)
+    torch.manual_seed(0)
+    config = XLNetConfig(vocab_size=len(fast), d_model=128, n_layer=3, n_head=4, d_inner=512)
+    XLNetForQuestionAnswering(config).save_pretrained(partial)
+    partial.rename(path)
+    return path
+
+
+def qa_beam_args(max_train_samples, output_dir, extra=()):
+    """run_qa_beam_search as docs/run_qa_beam_search.md's real-data run, shortened: the XLNet of
+    `xlnet_from_scratch` (into `output_dir`/xlnet_scratch) on the qa section's XQuAD-en split by article
+    (`output_dir`/xquad_split); 1 epoch of `max_train_samples` questions (batch 8, 256-token features, stride 64),
+    64 validation questions scored (an XLNet from scratch learns no QA from so few: the EM / F1 only show that the
+    run scored)."""
+    split = prepared(Path(output_dir) / "xquad_split", [
+        REPO / "examples" / "split_squad_by_article.py", SHARED / "squad" / "xquad.en.json"])
+    model = xlnet_from_scratch(Path(output_dir) / "xlnet_scratch", split / "train.json")
+    args = ["--model_name_or_path", model, "--train_file", split / "train.json", "--validation_file",
+            split / "validation.json", "--max_seq_length", "256", "--doc_stride", "64",
+            "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "32",
+            "--learning_rate", "1e-3", "--num_warmup_steps", "5", "--num_train_epochs", "1", "--seed", "42",
+            "--max_train_samples", str(max_train_samples), "--max_eval_samples", "64", "--overwrite_output_dir"]
+    return [str(a) for a in args] + list(extra)
+
+
+def qa_beam_configs(samples, output_dir):
+    """run_qa_beam_search: plain against all switches (it honours every one of them, as run_qa)."""
+    return plain_vs_best("qa_beam", "examples/run_qa_beam_search.py",
+                         lambda extra: qa_beam_args(samples, output_dir, extra),
+                         ALL, "bf16 + group_by_length + pad 8 + fused + fast dropout + reuse")
+
+
 def launch_command(script, processes, threads, dynamo=None):
     """`accelerate launch` for `processes` CPU processes of `threads` threads each."""
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_cpu_threads_per_process", str(threads)]
@@ -922,7 +1017,7 @@ def ner_configs(samples):
 # the image models read no tokens at all.
 PARAMETERS_OF = {"ner": "ner", "qa": "qa", "clm": "clm", "translation": None, "summarization": None, "image": None,
                  "seg": None, "det": None, "sft": None, "audio": None, "w2v2": None,
-                 "mim": None, "inst": None}
+                 "mim": None, "inst": None, "fim": None, "qa_beam": None}
 
 
 def count_parameters():
@@ -1127,6 +1222,10 @@ def main(argv=None):
             configs = mim_configs(min(max(args.max_train_samples * 5, 1), 8000), output_dir)
         elif section == "inst":  # 64 px canvases, Mask2Former's matching and point sampling: a quarter as many
             configs = inst_configs(min(max(args.max_train_samples // 4, 1), 800), output_dir)
+        elif section == "fim":  # blocks of 128 tokens, a 0.55M-parameter model: half as many (400, 50 steps of 8)
+            configs = fim_configs(max(args.max_train_samples // 2, 1), output_dir)
+        elif section == "qa_beam":  # 256-token features, an XLNet from scratch: a quarter as many questions (200)
+            configs = qa_beam_configs(max(args.max_train_samples // 4, 1), output_dir)
         else:
             configs = ner_configs(args.max_train_samples) if section == "ner" else glue_configs(
                 section, args.max_train_samples, seeds)

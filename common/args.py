@@ -145,6 +145,26 @@ def add_model_args(parser):
     return group
 
 
+def check_model_flags(parser, args, pretrained="a local folder or Hub id",
+                      new_model="--model_type/--config_name to train a new model from scratch"):
+    """The parse-time checks of where a script's model comes from; `parser.error` (exit 2) on the first broken one.
+
+    With `new_model` None (scripts that only fine-tune a pretrained model): --model_name_or_path is required.
+    Otherwise: one of --model_name_or_path / --model_type / --config_name is required (the message: "Give
+    --model_name_or_path (`pretrained`), or `new_model`."), and --model_type / --config_overrides, which build a
+    new model, are refused beside --model_name_or_path.
+    """
+    if new_model is None:
+        if args.model_name_or_path is None:
+            parser.error("--model_name_or_path is required (a local folder or a Hub model id).")
+        return
+    if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
+        parser.error(f"Give --model_name_or_path ({pretrained}), or {new_model}.")
+    if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
+        parser.error("--model_type/--config_overrides build a new model; do not combine them with "
+                     "--model_name_or_path.")
+
+
 def add_data_args(parser, file_extensions):
     """Data flags: `--dataset_name`, `--dataset_config_name`, `--train_file`, `--validation_file`,
     `--test_file`, `--max_train_samples`, `--max_eval_samples`, `--max_predict_samples`,

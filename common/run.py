@@ -336,6 +336,9 @@ class TrainingRun:
             (`common.accumulation.count_examples`, the default, or `label_tokens(shift)` for a token-level loss):
             `summed_loss` / `normalize_gradients` make each optimizer step's gradient that of the mean loss per item
             of its whole accumulation window on all processes (`common.accumulation`).
+        examples: what the banner's "Num examples" line says, for a script whose training rows are not its examples
+            (run_qa's features of questions: e.g. "957 questions (1,225 features)"); default: the number of rows of
+            the training DataLoader's dataset.
 
     Raises:
         RuntimeError: when the prepared DataLoader's length differs from the one the step plan (and so the
@@ -343,7 +346,8 @@ class TrainingRun:
         ValueError: when the environment variable EXAMPLES_PAUSE_AT is malformed (`common.preemption.pause_point`).
     """
 
-    def __init__(self, accelerator, args, plan, train_dataloader, optimizer, logger, loss_items=count_examples):
+    def __init__(self, accelerator, args, plan, train_dataloader, optimizer, logger, loss_items=count_examples,
+                 examples=None):
         # A `--streaming` DataLoader (common/streaming.py) has no length; its position travels in the checkpoints.
         self.train_dataloader = train_dataloader
         self.streaming = hasattr(train_dataloader, "stream_state_dict")
@@ -356,6 +360,7 @@ class TrainingRun:
         )
         has_length = train_dataloader is not None and not self.streaming
         self.num_train_examples = len(train_dataloader.dataset) if has_length else 0
+        self._examples_text = examples
         self.max_train_steps = plan.max_train_steps
         self.num_train_epochs = plan.num_train_epochs
         self.completed_steps = self.starting_epoch = self.batches_to_skip = 0
@@ -423,7 +428,8 @@ class TrainingRun:
                     "all_results.json records head_newly_initialized: true *****")
             return
         self.logger.info("***** Running training *****")
-        self.logger.info(f"  Num examples = {'streamed' if self.streaming else self.num_train_examples}")
+        examples = self._examples_text or ("streamed" if self.streaming else self.num_train_examples)
+        self.logger.info(f"  Num examples = {examples}")
         self.logger.info(f"  Num epochs = {self.num_train_epochs}")
         self.logger.info(f"  Instantaneous batch size per device = {args.per_device_train_batch_size}")
         self.logger.info(f"  Total train batch size (w. parallel, distributed & accumulation) = {total_batch_size}")

@@ -43,7 +43,7 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES
 
 from common.adapters import apply_peft
-from common.args import add_common_args, positive_float, positive_int, validate_common_args
+from common.args import add_common_args, check_model_flags, positive_float, positive_int, validate_common_args
 from common.batch_size import train_with_batch_size_search
 from common.data import check_separate_folders, load_data_files, require_columns, resolve_listing_paths
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -183,12 +183,7 @@ def parse_args(argv=None):
             re.compile(args.label_from_file_name)
         except re.error as error:
             parser.error(f"--label_from_file_name '{args.label_from_file_name}': not a regular expression ({error}).")
-    if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
-        parser.error("Give --model_name_or_path (a local folder or Hub id), or --model_type/--config_name to train "
-                     "a new model from scratch.")
-    if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
-        parser.error("--model_type/--config_overrides build a new model; do not combine them with "
-                     "--model_name_or_path.")
+    check_model_flags(parser, args)  # common/args.py
     return args
 
 

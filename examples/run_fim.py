@@ -13,7 +13,9 @@ when the tokenizer has them (StarCoder-style code tokenizers) and added otherwis
 Metric: perplexity of the middle tokens of every validation block, rearranged PSM/SPM (the suffix in view), beside
 the same tokens read left to right (prefix only); with `--infill_eval_samples N`, infilling exact match on N held-out
 rows (files): a span of whole lines is cut out, generated from prefix + suffix, and compared whitespace-normalised,
-beside a left-to-right baseline that sees only the prefix.
+beside a left-to-right baseline that sees only the prefix. With `--streaming` (as run_clm.py), `--train_file` is a
+glob of .txt / JSON Lines shards read as a stream, each process reading its own share, block n of a process's stream
+drawn from (--seed, process, n) (common/streaming.py).
 
     python examples/source_files_to_jsonl.py --output_dir data/stdlib --validation_files 60
     accelerate launch examples/run_fim.py \\
@@ -26,6 +28,7 @@ beside a left-to-right baseline that sees only the prefix.
 import argparse
 import json
 import math
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -51,11 +54,13 @@ from common.preemption import sigterm_checkpointing
 from common.reporting import progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple
+from common.streaming import build_streaming_dataloader, check_streaming_args, plan_streaming_steps
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.lm_data import (  # language-model data preparation, shared with run_clm and run_mlm
     add_text_data_args,
     block_prefix,
     check_model_source_args,
+    group_texts,
     load_text_datasets,
     resolve_block_size,
     resolve_text_column,
@@ -68,8 +73,9 @@ logger = get_logger(__name__)
 
 MODEL_TYPES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 FIM_TOKEN_FLAGS = ("fim_prefix_token", "fim_middle_token", "fim_suffix_token", "fim_pad_token")
-# The first entry of every example's FIM seed: training and evaluation draws come from separate streams.
-TRAIN_FIM_STREAM, EVAL_FIM_STREAM, INFILL_STREAM = 0, 1, 2
+# The first entry of every example's FIM seed: training and evaluation draws come from separate streams, and
+# --streaming's training blocks (numbered per process, not indexed in a dataset) from a fourth.
+TRAIN_FIM_STREAM, EVAL_FIM_STREAM, INFILL_STREAM, STREAMED_TRAIN_FIM_STREAM = 0, 1, 2, 3
 # Sentinels a rearranged block gains: <fim_prefix>, <fim_suffix>, <fim_middle>.
 NUM_SENTINELS = 3
 
@@ -95,7 +101,7 @@ def parse_args(argv=None):
     task.add_argument("--config_overrides", type=str, default=None,
                       help="For a model built from scratch: comma-separated config settings, e.g. "
                       "'hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024'.")
-    add_text_data_args(task, streaming=False)  # --text_column_name, --validation_split_percentage
+    add_text_data_args(task)  # --text_column_name, --validation_split_percentage, --streaming
     task.add_argument("--block_size", type=positive_int, default=None,
                       help="Tokens per block. Default: the model's maximum length, at most 1024 (capped there).")
     task.add_argument("--keep_linebreaks", action=argparse.BooleanOptionalAction, default=True,
@@ -274,7 +280,8 @@ class FimBlocks(torch.utils.data.Dataset):
     batches came before -- so a resumed or 2-process run sees exactly the examples of an uninterrupted one.
 
     Args:
-        dataset: `datasets.Dataset` of blocks (input_ids, which may start with the tokenizer's <bos> `prefix`).
+        dataset: `datasets.Dataset` of blocks (input_ids, which may start with the tokenizer's <bos> `prefix`), or
+            None (--streaming: the stream's blocks go through `rearrange`, see `streamed_fim_block`).
         seed, stream: training: --seed, `TRAIN_FIM_STREAM` (new draws every epoch: `set_epoch`); evaluation:
             --eval_fim_seed, `EVAL_FIM_STREAM` (the same draws at every evaluation).
         fim_rate, spm_rate, ids, truncate_or_pad: see `draw_fim` and `fim_rearrange`.
@@ -301,9 +308,13 @@ class FimBlocks(torch.utils.data.Dataset):
         return len(self.dataset)
 
     def __getitem__(self, index):
-        block = self.dataset[int(index)]["input_ids"]
+        return self.rearrange(self.dataset[int(index)]["input_ids"],
+                              fim_seed(self.stream, self.seed, self.epoch, int(index)))
+
+    def rearrange(self, block, entropy):
+        """One row: `block` (input_ids) rearranged (or not) by the draw of `numpy.random.default_rng(entropy)`."""
         text = block[len(self.prefix):]
-        rng = np.random.default_rng(fim_seed(self.stream, self.seed, self.epoch, int(index)))
+        rng = np.random.default_rng(entropy)
         draw = draw_fim(rng, len(text), self.fim_rate, self.spm_rate)
         if draw is None:
             input_ids, middle = list(text), [0] * len(text)
@@ -318,6 +329,20 @@ class FimBlocks(torch.utils.data.Dataset):
         else:
             labels = list(input_ids)
         return {"input_ids": input_ids, "labels": labels}
+
+
+def streamed_fim_block(block, number, blocks, process_index):
+    """`--streaming`: training block `number` (0, 1, ... in this process's stream, across passes and resumes:
+    `common.streaming.NumberedStream`) rearranged by `blocks.rearrange` with the draw of `fim_seed(
+    STREAMED_TRAIN_FIM_STREAM, --seed, process_index, number)`: a resumed run transforms the blocks it reads next as
+    the uninterrupted run did.
+
+    Args:
+        block: a packed block of the stream ({"input_ids", ...}).
+        blocks: the training `FimBlocks` (its rates, sentinel ids, <bos> prefix and seed; no dataset).
+    """
+    return blocks.rearrange(block["input_ids"], fim_seed(STREAMED_TRAIN_FIM_STREAM, blocks.seed, process_index,
+                                                         number))
 
 
 class FimCollator:
@@ -542,7 +567,7 @@ def training_function(args):
     setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
     raw_datasets = load_text_datasets(args, keep_linebreaks=args.keep_linebreaks)  # common/tasks/lm_data.py
-    if "train" not in raw_datasets and args.max_train_steps != 0:
+    if "train" not in raw_datasets and args.max_train_steps != 0 and not args.streaming:
         raise ValueError("No training data: give --train_file (or --max_train_steps 0 to only evaluate).")
     text_column = resolve_text_column(args, raw_datasets)
     tokenizer, model, fim_ids, added = load_model_and_tokenizer(args, accelerator)
@@ -568,12 +593,23 @@ def training_function(args):
     eval_dataloader = build_eval_dataloader(args, eval_dataset, eval_collator)
     l2r_dataloader = build_eval_dataloader(args, l2r_dataset, eval_collator)
     train_dataset = None
-    if train_blocks is not None:
-        # (--seed 0 when no --seed is given: the draws of every process must agree)
-        train_dataset = FimBlocks(train_blocks, args.seed or 0, TRAIN_FIM_STREAM, args.fim_rate, **fim)
-    train_dataloader = build_train_dataloader(args, train_dataset, collator, accelerator)
-    # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
-    plan = plan_training_steps(args, train_dataloader, accelerator)
+    if args.streaming:  # ----- --streaming: the shards are read, tokenised and packed on the fly (common/streaming.py)
+        # Block n of this process's stream is rearranged by its own draw, (--seed, process, n).
+        streamed = FimBlocks(None, args.seed or 0, STREAMED_TRAIN_FIM_STREAM, args.fim_rate, **fim)
+        train_dataloader = build_streaming_dataloader(
+            args, lambda examples: tokenizer(examples["text"], verbose=False, add_special_tokens=False),
+            partial(group_texts, block_size=block_size, prefix=fim["prefix"]), collator, accelerator,
+            args.keep_linebreaks,
+            number_blocks=partial(streamed_fim_block, blocks=streamed, process_index=accelerator.process_index),
+        )
+        plan = plan_streaming_steps(args)  # one pass of --max_train_steps steps
+    else:
+        if train_blocks is not None:
+            # (--seed 0 when no --seed is given: the draws of every process must agree)
+            train_dataset = FimBlocks(train_blocks, args.seed or 0, TRAIN_FIM_STREAM, args.fim_rate, **fim)
+        train_dataloader = build_train_dataloader(args, train_dataset, collator, accelerator)
+        # Step counts for the DataLoader length that `prepare` will produce; the scheduler is sized from them.
+        plan = plan_training_steps(args, train_dataloader, accelerator)
 
     model = apply_peft(model, args, task_type="CAUSAL_LM", logger=logger)  # --use_peft (common/adapters.py)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
@@ -584,9 +620,14 @@ def training_function(args):
     lr_scheduler = build_lr_scheduler(
         optimizer, args.lr_scheduler_type, args.num_warmup_steps, plan.max_train_steps, accelerator
     )
-    model, optimizer, train_dataloader, eval_dataloader, l2r_dataloader, lr_scheduler = accelerator.prepare(
-        model, optimizer, train_dataloader, eval_dataloader, l2r_dataloader, lr_scheduler
-    )
+    if args.streaming:  # each process already reads its own share: `prepare` would shard the stream again
+        model, optimizer, eval_dataloader, l2r_dataloader, lr_scheduler = accelerator.prepare(
+            model, optimizer, eval_dataloader, l2r_dataloader, lr_scheduler
+        )
+    else:
+        model, optimizer, train_dataloader, eval_dataloader, l2r_dataloader, lr_scheduler = accelerator.prepare(
+            model, optimizer, train_dataloader, eval_dataloader, l2r_dataloader, lr_scheduler
+        )
     init_trackers(accelerator, "fim_no_trainer", args)  # the run's flags; logged steps = optimizer steps
     # banner, counters, hooks; the loss is a mean over label tokens (common/accumulation.py): every token of a block
     # but its first (the model predicts token t + 1 from tokens <= t), never the FimCollator's padding (label -100)
@@ -603,9 +644,11 @@ def training_function(args):
     for epoch in range(run.starting_epoch, run.num_train_epochs):
         model.train()
         optimizer.train()  # schedule-free AdamW trains at its interpolated weights (no-op for AdamW)
-        # An epoch's order depends on (seed, epoch) only; so do its FIM draws (FimBlocks.set_epoch).
+        # An epoch's order depends on (seed, epoch) only; so do its FIM draws (FimBlocks.set_epoch). (--streaming:
+        # the stream's position says what comes next, the block number what its draw is.)
         train_dataloader.set_epoch(epoch)
-        train_dataset.set_epoch(epoch)
+        if train_dataset is not None:
+            train_dataset.set_epoch(epoch)
         # Resuming mid-epoch: skip the batches already trained on.
         skip = run.batches_to_skip if epoch == run.starting_epoch else 0
         active_dataloader = accelerator.skip_first_batches(train_dataloader, skip) if skip else train_dataloader
@@ -663,6 +706,8 @@ def main(argv=None):
     runs it from a notebook."""
     args = parse_args(argv)
     validate_common_args(args)
+    if args.streaming:  # --max_train_steps, --validation_file, the --train_file glob, the JSON Lines text column
+        check_streaming_args(args)
     if args.group_by_length:
         raise ValueError("--group_by_length: every block holds --block_size tokens (a rearranged one 3 more without "
                          "--truncate_or_pad), so there are no lengths to group; leave it out.")

@@ -32,7 +32,7 @@ from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageClassi
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
 
 from common.adapters import apply_peft
-from common.args import add_common_args, positive_int
+from common.args import add_common_args, check_model_flags, positive_int
 from common.batch_size import train_with_batch_size_search
 from common.data import (
     check_separate_folders,
@@ -126,12 +126,7 @@ def parse_args(argv=None):
     )
     args = parser.parse_args(argv)
     check_image_data_flags(parser, args)  # folders vs other sources, --train_val_split, crop scale and ratio
-    if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
-        parser.error("Give --model_name_or_path (a local folder or Hub id), or --model_type/--config_name to train "
-                     "a new model from scratch.")
-    if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
-        parser.error("--model_type/--config_overrides build a new model; do not combine them with "
-                     "--model_name_or_path.")
+    check_model_flags(parser, args)  # common/args.py
     return args
 
 

@@ -41,7 +41,7 @@ from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForMaskedImageModeling, ViTImageProcessorPil
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_IMAGE_MODELING_MAPPING_NAMES
 
-from common.args import add_common_args, non_negative_int, positive_int
+from common.args import add_common_args, check_model_flags, non_negative_int, positive_int
 from common.batch_size import train_with_batch_size_search
 from common.data import load_data_files, require_columns, resolve_listing_paths, split_and_truncate
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -128,12 +128,9 @@ def parse_args(argv=None):
     check_image_data_flags(parser, args)  # folders vs other sources, --train_val_split, crop scale and ratio
     if not 0.0 < args.mask_ratio < 1.0:
         parser.error(f"--mask_ratio {args.mask_ratio}: expected a fraction strictly between 0 and 1.")
-    if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
-        parser.error("Give --model_name_or_path (a checkpoint to continue pretraining), or --model_type / "
-                     "--config_name to pretrain a new model from a config.")
-    if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
-        parser.error("--model_type/--config_overrides build a new model; do not combine them with "
-                     "--model_name_or_path.")
+    check_model_flags(parser, args,  # common/args.py
+                      pretrained="a checkpoint to continue pretraining",
+                      new_model="--model_type / --config_name to pretrain a new model from a config")
     if args.test_file is not None:
         parser.error("--test_file is not used by this script (pretraining has no predictions); score images with "
                      "--validation_file or --validation_dir.")

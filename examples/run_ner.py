@@ -36,7 +36,7 @@ from transformers import (
 
 from common.accumulation import label_tokens
 from common.adapters import apply_peft
-from common.args import add_common_args, capped_length, model_max_length, validate_common_args
+from common.args import add_common_args, capped_length, check_model_flags, model_max_length, validate_common_args
 from common.batch_size import train_with_batch_size_search
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -138,8 +138,7 @@ def parse_args(argv=None):
         help="Replace a checkpoint's classification head whose labels differ from the data's.",
     )
     args = parser.parse_args(argv)
-    if args.model_name_or_path is None:
-        parser.error("--model_name_or_path is required (a local folder or a Hub model id).")
+    check_model_flags(parser, args, new_model=None)  # --model_name_or_path is required (common/args.py)
     return args
 
 

@@ -51,7 +51,7 @@ from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPI
 from transformers.models.auto.modeling_auto import MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES
 
 from common.adapters import apply_peft
-from common.args import add_common_args, positive_float, positive_int, validate_common_args
+from common.args import add_common_args, check_model_flags, positive_float, positive_int, validate_common_args
 from common.batch_size import train_with_batch_size_search
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -156,12 +156,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.test_file is not None:
         parser.error("--test_file is not supported by this script; score annotated images with --validation_file.")
-    if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
-        parser.error("Give --model_name_or_path (a local folder or Hub id), or --model_type/--config_name to train "
-                     "a new model from scratch.")
-    if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
-        parser.error("--model_type/--config_overrides build a new model; do not combine them with "
-                     "--model_name_or_path.")
+    check_model_flags(parser, args)  # common/args.py
     return args
 
 

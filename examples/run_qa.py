@@ -29,13 +29,12 @@ from accelerate.utils import ProjectConfiguration
 from transformers import (
     AutoConfig,
     AutoModelForQuestionAnswering,
-    AutoTokenizer,
     DataCollatorWithPadding,
     default_data_collator,
 )
 
 from common.adapters import apply_peft
-from common.args import add_common_args, validate_common_args
+from common.args import add_common_args, check_model_flags, validate_common_args
 from common.batch_size import train_with_batch_size_search
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -52,12 +51,14 @@ from common.tasks.squad import (  # the SQuAD parts shared with run_qa_beam_sear
     add_qa_args,
     build_qa_features,
     check_answers,  # noqa: F401 (tests import it from here)
+    load_fast_tokenizer,
     load_qa_datasets,
     no_answer_baseline,
     postprocess_qa_predictions,
     predict_test_split,
     prepare_train_features,  # noqa: F401
     prepare_validation_features,  # noqa: F401
+    questions_and_features,
     score_qa_predictions,
     validate_qa_args,
 )
@@ -74,8 +75,7 @@ def parse_args(argv=None):
     add_common_args(parser, file_extensions=("json", "jsonl"))
     add_qa_args(parser)  # columns, --max_seq_length, --doc_stride, v2.0, n-best (common/tasks/squad.py)
     args = parser.parse_args(argv)
-    if args.model_name_or_path is None:
-        parser.error("--model_name_or_path is required (a local folder or a Hub model id).")
+    check_model_flags(parser, args, new_model=None)  # --model_name_or_path is required (common/args.py)
     return args
 
 
@@ -95,14 +95,7 @@ def load_model_and_tokenizer(args):
     config = AutoConfig.from_pretrained(
         args.config_name or args.model_name_or_path, trust_remote_code=args.trust_remote_code
     )
-    tokenizer = AutoTokenizer.from_pretrained(
-        args.tokenizer_name or args.model_name_or_path, use_fast=True, trust_remote_code=args.trust_remote_code
-    )
-    if not tokenizer.is_fast:
-        raise ValueError(
-            f"--tokenizer_name/--model_name_or_path {args.tokenizer_name or args.model_name_or_path}: only a slow "
-            "tokenizer is available; extractive question answering needs a fast tokenizer (character offsets)."
-        )
+    tokenizer = load_fast_tokenizer(args)  # answers are located by character offsets (common/tasks/squad.py)
     model = AutoModelForQuestionAnswering.from_pretrained(
         args.model_name_or_path, config=config, trust_remote_code=args.trust_remote_code
     )
@@ -205,11 +198,8 @@ def training_function(args):
     )
     setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
-    raw_datasets = load_qa_datasets(args)  # local files are checked (common/tasks/squad.py)
-    if "validation" not in raw_datasets:
-        raise ValueError(f"--dataset_name {args.dataset_name} has no validation split.")
-    if args.do_predict and "test" not in raw_datasets:
-        raise ValueError(f"--do_predict: --dataset_name {args.dataset_name} has no test split; pass --test_file.")
+    # local files are checked; a validation split is required, a test split with --do_predict (common/tasks/squad.py)
+    raw_datasets = load_qa_datasets(args)
     model, tokenizer = load_model_and_tokenizer(args)
     # The question goes on the side the tokenizer does not pad; logits are padded on the side it pads.
     pad_first = tokenizer.padding_side == "left"
@@ -241,7 +231,9 @@ def training_function(args):
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
     init_trackers(accelerator, "qa_no_trainer", args)  # the run's flags; logged steps = optimizer steps
-    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # banner (its examples: "N questions (M features)"), counters, hooks
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger,
+                      examples=questions_and_features(processed))
     # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
     run.set_evaluation(model, lambda: evaluate(
         model, eval_dataloader, accelerator, eval_examples, eval_features, args, pad_first), tokenizer,

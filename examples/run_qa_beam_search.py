@@ -24,10 +24,10 @@ import torch
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
 from accelerate.utils import ProjectConfiguration
-from transformers import AutoConfig, AutoTokenizer, XLNetForQuestionAnswering, default_data_collator
+from transformers import AutoConfig, XLNetForQuestionAnswering, default_data_collator
 
 from common.adapters import apply_peft
-from common.args import add_common_args, validate_common_args
+from common.args import add_common_args, check_model_flags, validate_common_args
 from common.batch_size import train_with_batch_size_search
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -43,10 +43,12 @@ from common.tasks.predictions import write_squad_predictions
 from common.tasks.squad import (  # the SQuAD parts shared with run_qa.py
     add_qa_args,
     build_qa_features,
+    load_fast_tokenizer,
     load_qa_datasets,
     no_answer_baseline,
     postprocess_beam_search_predictions,
     predict_test_split,
+    questions_and_features,
     score_qa_predictions,
     validate_qa_args,
 )
@@ -67,8 +69,7 @@ def parse_args(argv=None):
     add_qa_args(parser, null_score_help="SQuAD v2.0: predict no answer when the question's cls_logits (the head's "
                 "no-answer logit, the minimum over its features) > this threshold; 0.0 is probability 1/2.")
     args = parser.parse_args(argv)
-    if args.model_name_or_path is None:
-        parser.error("--model_name_or_path is required (a local folder or a Hub model id).")
+    check_model_flags(parser, args, new_model=None)  # --model_name_or_path is required (common/args.py)
     return args
 
 
@@ -95,14 +96,7 @@ def load_model_and_tokenizer(args):
             f"--model_name_or_path {args.model_name_or_path}: a {config.model_type!r} model; the beam-search head "
             "(XLNetForQuestionAnswering) needs an XLNet (model_type 'xlnet'). Use examples/run_qa.py for other models."
         )
-    tokenizer = AutoTokenizer.from_pretrained(
-        args.tokenizer_name or args.model_name_or_path, use_fast=True, trust_remote_code=args.trust_remote_code
-    )
-    if not tokenizer.is_fast:
-        raise ValueError(
-            f"--tokenizer_name/--model_name_or_path {args.tokenizer_name or args.model_name_or_path}: only a slow "
-            "tokenizer is available; extractive question answering needs a fast tokenizer (character offsets)."
-        )
+    tokenizer = load_fast_tokenizer(args)  # answers are located by character offsets (common/tasks/squad.py)
     model = XLNetForQuestionAnswering.from_pretrained(args.model_name_or_path, config=config)
     # `mask_emb` serves only pretraining (two-stream attention): frozen, as it gets no gradient here and DDP on 2+
     # processes would wait for one.
@@ -193,11 +187,8 @@ def training_function(args):
     )
     setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
 
-    raw_datasets = load_qa_datasets(args)  # local files are checked (common/tasks/squad.py)
-    if "validation" not in raw_datasets:
-        raise ValueError(f"--dataset_name {args.dataset_name} has no validation split.")
-    if args.do_predict and "test" not in raw_datasets:
-        raise ValueError(f"--do_predict: --dataset_name {args.dataset_name} has no test split; pass --test_file.")
+    # local files are checked; a validation split is required, a test split with --do_predict (common/tasks/squad.py)
+    raw_datasets = load_qa_datasets(args)
     model, tokenizer = load_model_and_tokenizer(args)
     # Features as run_qa's, plus what the beam-search head takes: p_mask (the tokens that may start or end an
     # answer: context and CLS), cls_index and, for training, is_impossible (the feature does not hold the answer).
@@ -230,7 +221,9 @@ def training_function(args):
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
     init_trackers(accelerator, "qa_beam_search_no_trainer", args)  # the run's flags; logged steps = optimizer steps
-    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    # banner (its examples: "N questions (M features)"), counters, hooks
+    run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger,
+                      examples=questions_and_features(processed))
     # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
     run.set_evaluation(model, lambda: evaluate(
         model, eval_dataloader, accelerator, eval_examples, eval_features, args), tokenizer, main_metric="f1")

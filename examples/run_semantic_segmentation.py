@@ -43,7 +43,7 @@ from transformers import AutoConfig, AutoImageProcessor, AutoModelForSemanticSeg
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES
 
 from common.adapters import apply_peft
-from common.args import add_common_args, positive_int, validate_common_args
+from common.args import add_common_args, check_model_flags, positive_int, validate_common_args
 from common.batch_size import train_with_batch_size_search
 from common.data import read_flag_file
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -152,12 +152,7 @@ def parse_args(argv=None):
     low, high = args.random_resized_crop_scale
     if not 0.0 < low <= high <= 1.0:
         parser.error(f"--random_resized_crop_scale {low} {high}: expected 0 < MIN <= MAX <= 1.")
-    if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
-        parser.error("Give --model_name_or_path (a local folder or Hub id), or --model_type/--config_name to train "
-                     "a new model from scratch.")
-    if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
-        parser.error("--model_type/--config_overrides build a new model; do not combine them with "
-                     "--model_name_or_path.")
+    check_model_flags(parser, args)  # common/args.py
     return args
 
 

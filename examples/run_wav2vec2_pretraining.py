@@ -36,7 +36,14 @@ from transformers import AutoConfig, AutoFeatureExtractor, Wav2Vec2FeatureExtrac
 from transformers.models.wav2vec2.modeling_wav2vec2 import _compute_mask_indices, _sample_negative_indices
 
 from common.accumulation import gradient_scale, scale_gradients  # the window's loss per masked frame
-from common.args import add_common_args, non_negative_int, positive_float, positive_int, validate_common_args
+from common.args import (
+    add_common_args,
+    check_model_flags,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    validate_common_args,
+)
 from common.batch_size import train_with_batch_size_search
 from common.data import check_separate_folders, split_and_truncate
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -123,12 +130,9 @@ def parse_args(argv=None):
                      "--validation_file.")
     if not 0.0 < args.train_val_split < 1.0:
         parser.error(f"--train_val_split {args.train_val_split}: expected a fraction strictly between 0 and 1.")
-    if args.model_name_or_path is None and args.model_type is None and args.config_name is None:
-        parser.error("Give --model_name_or_path (a checkpoint to continue pretraining), or --model_type wav2vec2 / "
-                     "--config_name to pretrain a new model from a config.")
-    if args.model_name_or_path is not None and (args.model_type or args.config_overrides):
-        parser.error("--model_type/--config_overrides build a new model; do not combine them with "
-                     "--model_name_or_path.")
+    check_model_flags(parser, args,  # common/args.py
+                      pretrained="a checkpoint to continue pretraining",
+                      new_model="--model_type wav2vec2 / --config_name to pretrain a new model from a config")
     if args.mask_time_prob is not None and not 0.0 < args.mask_time_prob <= 1.0:
         parser.error(f"--mask_time_prob {args.mask_time_prob}: expected a fraction in (0, 1].")
     if not 0.0 < args.gumbel_temperature_decay <= 1.0:

@@ -3,9 +3,10 @@ data, turning a model's start/end logits into answers, and the official SQuAD v1
 
 - Reading: `read_squad_file` (SQuAD JSON, flat JSON or JSON Lines -> `datasets.Dataset` with `squad_features`),
   `flatten_squad`, `normalize_answers`, and `align_answer_start` (repairs an `answer_start` that misses its text).
-- The scripts' shared parts: `add_qa_args`, `validate_qa_args`, `load_qa_datasets`, `check_answers`, the features
-  (`prepare_train_features`, `prepare_validation_features`, `build_qa_features`; XLNet's `p_mask` with
-  `answer_mask`), scoring (`score_qa_predictions`, `no_answer_baseline`) and `predict_test_split`.
+- The scripts' shared parts: `add_qa_args`, `validate_qa_args`, `load_qa_datasets`, `load_fast_tokenizer`,
+  `check_answers`, the features (`prepare_train_features`, `prepare_validation_features`, `build_qa_features`;
+  XLNet's `p_mask` with `answer_mask`), scoring (`score_qa_predictions`, `no_answer_baseline`) and
+  `predict_test_split`.
 - Post-processing: `postprocess_qa_predictions` (n-best spans over a question's features, SQuAD v2.0 null answer)
   and `postprocess_beam_search_predictions` (XLNet's top-k start/end candidates and `cls_logits`).
 - Metrics (the official evaluation scripts, https://rajpurkar.github.io/SQuAD-explorer/): `normalize_answer`,
@@ -21,6 +22,7 @@ import string
 import datasets
 import numpy as np
 from accelerate.logging import get_logger
+from transformers import AutoTokenizer
 
 from ..args import capped_length, model_max_length
 from ..data import SPLIT_FLAGS, require_columns
@@ -315,21 +317,52 @@ def validate_qa_args(args):
 
 
 def load_qa_datasets(args):
-    """A Hub dataset for --dataset_name, otherwise the local files. Returns a DatasetDict."""
+    """A Hub dataset for --dataset_name, otherwise the local files (read and checked by `read_squad_file`).
+
+    Returns:
+        a DatasetDict with a "validation" split (and "test" with --do_predict).
+
+    Raises:
+        ValueError: naming --dataset_name when it has no validation split, or no test split with --do_predict.
+    """
     if args.dataset_name is not None:
-        return datasets.load_dataset(args.dataset_name, args.dataset_config_name)
-    files = {"train": args.train_file, "validation": args.validation_file}
-    if args.do_predict:
-        files["test"] = args.test_file
-    return datasets.DatasetDict(
-        {
-            split: read_squad_file(
-                path, split, args.question_column_name, args.context_column_name, args.answer_column_name
-            )
-            for split, path in files.items()
-            if path is not None
-        }
+        raw_datasets = datasets.load_dataset(args.dataset_name, args.dataset_config_name)
+    else:
+        files = {"train": args.train_file, "validation": args.validation_file}
+        if args.do_predict:
+            files["test"] = args.test_file
+        raw_datasets = datasets.DatasetDict(
+            {
+                split: read_squad_file(
+                    path, split, args.question_column_name, args.context_column_name, args.answer_column_name
+                )
+                for split, path in files.items()
+                if path is not None
+            }
+        )
+    if "validation" not in raw_datasets:
+        raise ValueError(f"--dataset_name {args.dataset_name} has no validation split.")
+    if args.do_predict and "test" not in raw_datasets:
+        raise ValueError(f"--do_predict: --dataset_name {args.dataset_name} has no test split; pass --test_file.")
+    return raw_datasets
+
+
+def load_fast_tokenizer(args):
+    """The tokenizer of --tokenizer_name (or --model_name_or_path), fast: extractive question answering locates
+    answers by the character offsets only fast tokenizers give.
+
+    Raises:
+        ValueError: naming --tokenizer_name/--model_name_or_path when only a slow tokenizer is available.
+    """
+    tokenizer = AutoTokenizer.from_pretrained(
+        args.tokenizer_name or args.model_name_or_path, use_fast=True, trust_remote_code=args.trust_remote_code
     )
+    if not tokenizer.is_fast:
+        raise ValueError(
+            f"--tokenizer_name/--model_name_or_path {args.tokenizer_name or args.model_name_or_path}: only a slow "
+            "tokenizer is available; extractive question answering needs a fast tokenizer (character offsets)."
+        )
+    return tokenizer
 
 
 def check_answers(dataset, split, args, where=None):
@@ -602,6 +635,19 @@ def build_qa_features(args, raw_datasets, tokenizer, accelerator, p_mask=False):
             )
             processed[split] = (examples, features)
     return processed
+
+
+def questions_and_features(processed):
+    """What a QA run's banner calls its training examples: "N questions (M features)" (a long context gives a
+    question several features, the rows the DataLoader holds), or None without a training split.
+
+    Args:
+        processed: `build_qa_features`' dict split -> (examples, features).
+    """
+    if "train" not in processed:
+        return None
+    examples, features = processed["train"]
+    return f"{len(examples):,} questions ({len(features):,} features)"
 
 
 def gold_references(examples, args):

@@ -267,3 +267,39 @@ def test_mlm_failure_after_training_keeps_the_trained_model(tmp_path, monkeypatc
                                 "--validation_file", tmp_path / "validation.txt", "--max_seq_length", "32",
                                 "--output_dir", out, *TRAIN, "--max_train_steps", "3", "--checkpointing_steps", "3"])
     assert_trained_model_kept(out, AutoModelForMaskedLM, steps=3)
+
+
+# ------------------------------------------------------------------------------------------------ run_fim
+def test_fim_failure_after_training_keeps_the_trained_model(tmp_path):
+    import run_fim
+    from test_run_fim import scratch_args, write_files
+    from transformers import AutoModelForCausalLM
+
+    (tmp_path / "data").mkdir()
+    files = write_files(tmp_path / "data", n_train=40, n_validation=10)
+    out = tmp_path / "out"
+    (out / "infill_predictions.jsonl").mkdir(parents=True)  # the infilling answers cannot be written
+    with pytest.raises(IsADirectoryError, match="infill_predictions.jsonl"):
+        run_main(run_fim.main, scratch_args(files, out, "--overwrite_output_dir", "--max_train_steps", 3,
+                                            "--checkpointing_steps", 3, "--infill_eval_samples", 4,
+                                            "--infill_max_new_tokens", 4))
+    assert_trained_model_kept(out, AutoModelForCausalLM, steps=3)
+
+
+# ------------------------------------------------------------------------------------------------ run_qa_beam_search
+def test_qa_beam_search_failure_after_training_keeps_the_trained_model(tmp_path):
+    import run_qa_beam_search
+    from test_run_qa import make_squad, write_json
+    from test_run_qa_beam_search import FEATURES, build_tiny_xlnet, flatten
+    from transformers import XLNetForQuestionAnswering
+
+    squad = make_squad(8, 1)
+    model = build_tiny_xlnet(tmp_path / "xlnet", [row["question"] + " " + row["context"] for row in flatten(squad)])
+    train = write_json(tmp_path / "train.json", squad)
+    out = tmp_path / "out"
+    (out / "predictions.json").mkdir(parents=True)  # the validation predictions cannot be written
+    with pytest.raises(IsADirectoryError, match="predictions.json"):
+        run_main(run_qa_beam_search.main, ["--model_name_or_path", model, "--train_file", train, "--validation_file",
+                                           train, *FEATURES, "--output_dir", out, "--overwrite_output_dir", *TRAIN,
+                                           "--max_train_steps", "3", "--checkpointing_steps", "3"])
+    assert_trained_model_kept(out, XLNetForQuestionAnswering, steps=3)

@@ -179,3 +179,42 @@ def test_infill_rows_without_lines_to_cut_are_refused_before_training(files, tmp
                         "--max_train_steps", 1, "--infill_eval_samples", 4, "--infill_max_new_tokens", 6)
     assert_rejected(no_training.main, argv, r"--infill_eval_samples 4: no validation row holds 3 or more lines .*"
                     r"\.txt file gives one row per line", out, capsys)
+
+
+# ---------------------------------------------------------------- --streaming
+@pytest.mark.slow  # two launches; the draw per streamed block: tests/unit/test_fim.py; the stream: run_clm tests
+@pytest.mark.parametrize("num_processes", [1, 2])
+def test_streaming_trains_and_resumes_bit_identically(files, tmp_path, num_processes):
+    """--streaming (common/streaming.py, as run_clm's): JSON Lines shards read as a stream (on 2 processes each
+    reads one), each block rearranged by the draw of (seed, process, its number in the stream); resumed from
+    step_10, the run ends with the weights of the uninterrupted one, bit for bit."""
+    from safetensors.torch import load_file
+
+    rows = files["train"].read_text().splitlines(keepends=True)
+    for k in range(2):
+        (tmp_path / f"part-{k}.jsonl").write_text("".join(rows[k::2]))
+
+    def args(out, *extra):
+        argv = scratch_args({**files, "train": tmp_path / "part-*.jsonl"}, out, "--streaming", "--max_train_steps", 20,
+                            "--checkpointing_steps", 10, "--per_device_train_batch_size", 4 // num_processes, *extra)
+        del argv[argv.index("--num_train_epochs"):argv.index("--num_train_epochs") + 2]
+        return argv
+
+    launch("run_fim.py", args(tmp_path / "full"), num_processes=num_processes)
+    full = read_results(tmp_path / "full")
+    assert full["train_steps"] == 20 and full["train_samples"] == 20 * 4
+    # --truncate_or_pad: every block BLOCK_SIZE tokens, none padded
+    assert full["train_tokens_per_second"] == pytest.approx(BLOCK_SIZE * full["train_samples_per_second"], rel=0.01)
+    assert full["train_padding_fraction"] == 0.0
+    assert full["eval_perplexity"] < 40  # measured 24.4 after these 20 steps (untrained: about 300)
+    assert all((tmp_path / "full" / "step_10" / f"stream_state_{k}.json").is_file() for k in range(num_processes))
+    shutil.copytree(tmp_path / "full" / "step_10", tmp_path / "resumed" / "step_10")
+    run = launch("run_fim.py", args(tmp_path / "resumed", "--resume_from_checkpoint", "latest"),
+                 num_processes=num_processes)
+    assert "Resuming from" in run.stdout
+    expected, actual = load_file(tmp_path / "full" / "model.safetensors"), load_file(
+        tmp_path / "resumed" / "model.safetensors")
+    assert all(torch.equal(expected[name], actual[name]) for name in expected)
+    resumed = read_results(tmp_path / "resumed")
+    for key in ("eval_loss", "eval_l2r_middle_loss", "train_loss", "train_samples"):
+        assert resumed[key] == full[key], key

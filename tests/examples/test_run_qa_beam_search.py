@@ -133,10 +133,20 @@ def test_features_carry_what_the_beam_search_head_takes(tiny_xlnet, beam_data):
 @pytest.fixture(scope="module")
 def v2_run(tmp_path_factory, tiny_xlnet, beam_data):
     out = tmp_path_factory.mktemp("qa_beam_v2") / "out"
-    launch("run_qa_beam_search.py", ["--model_name_or_path", tiny_xlnet, *data_args(beam_data["v2"]),
-                                     "--version_2_with_negative", "--num_train_epochs", "3", "--output_dir", out,
-                                     *TRAIN])
+    run = launch("run_qa_beam_search.py", ["--model_name_or_path", tiny_xlnet, *data_args(beam_data["v2"]),
+                                           "--version_2_with_negative", "--num_train_epochs", "3", "--output_dir",
+                                           out, *TRAIN])
+    (out.parent / "launch.log").write_text(run.stdout)  # the banner, for the test below
     return out
+
+
+def test_the_banner_counts_questions_and_their_features(v2_run):
+    """The banner's "Num examples" used to be the features (the DataLoader's rows), not the questions: 300 training
+    questions, cut into more features at --max_seq_length 64 (train_samples counts features, 3 epochs)."""
+    results = read_results(v2_run)
+    features = results["train_samples"] // 3
+    assert features > 300
+    assert f"Num examples = 300 questions ({features:,} features)" in (v2_run.parent / "launch.log").read_text()
 
 
 def test_v2_learns_spans_and_predicts_no_answer_through_cls_logits(v2_run, beam_data):

@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from common.args import add_common_args, checkpointing_steps_type, validate_common_args
+from common.args import add_common_args, check_model_flags, checkpointing_steps_type, validate_common_args
 
 
 def make_parser():
@@ -114,3 +114,40 @@ def test_output_dir_with_only_unrelated_files_is_fine(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("mine")
     validate_common_args(parse(["--train_file", str(train)], tmp_path))
+
+
+def model_flags_parser():
+    parser = argparse.ArgumentParser(prog="script.py")
+    for flag in ("--model_name_or_path", "--model_type", "--config_name", "--config_overrides"):
+        parser.add_argument(flag, default=None)
+    return parser
+
+
+@pytest.mark.parametrize("argv, kwargs, message", [
+    ([], {}, "Give --model_name_or_path (a local folder or Hub id), or --model_type/--config_name to train a new "
+             "model from scratch."),
+    ([], {"pretrained": "a checkpoint", "new_model": "--config_name to pretrain"},
+     "Give --model_name_or_path (a checkpoint), or --config_name to pretrain."),
+    (["--model_name_or_path", "m", "--model_type", "vit"], {},
+     "--model_type/--config_overrides build a new model; do not combine them with --model_name_or_path."),
+    (["--model_name_or_path", "m", "--config_overrides", "a=1"], {},
+     "--model_type/--config_overrides build a new model; do not combine them with --model_name_or_path."),
+    (["--model_type", "vit"], {"new_model": None}, "--model_name_or_path is required (a local folder or a Hub model "
+                                                   "id)."),
+])
+def test_model_flags_name_what_is_missing_or_clashes(argv, kwargs, message, capsys):
+    """The model-source checks written once for the scripts (common.args.check_model_flags): exit 2 with the
+    message that names the flags."""
+    parser = model_flags_parser()
+    with pytest.raises(SystemExit) as error:
+        check_model_flags(parser, parser.parse_args(argv), **kwargs)
+    assert error.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(f"error: {message}")
+
+
+@pytest.mark.parametrize("argv, kwargs", [(["--model_name_or_path", "m"], {}), (["--model_type", "vit"], {}),
+                                          (["--config_name", "c", "--config_overrides", "a=1"], {}),
+                                          (["--model_name_or_path", "m"], {"new_model": None})])
+def test_model_flags_accept_one_source(argv, kwargs):
+    parser = model_flags_parser()
+    check_model_flags(parser, parser.parse_args(argv), **kwargs)

@@ -24,6 +24,8 @@ SECTIONS = {
     "image": lambda out: bench.image_configs(160, out),
     "mim": lambda out: bench.mim_configs(160, out),
     "inst": lambda out: bench.inst_configs(16, out),
+    "fim": lambda out: bench.fim_configs(16, out),
+    "qa_beam": lambda out: bench.qa_beam_configs(8, out),
 }
 
 
@@ -34,12 +36,13 @@ def test_section_flags_are_accepted_by_the_script(section, tmp_path, monkeypatch
     # The prepared inputs (tokenizer, splits, image folders) are not built here: only the flags are checked.
     monkeypatch.setattr(bench, "prepared", lambda path, command: Path(path))
     monkeypatch.setattr(bench, "model_path", lambda: str(tmp_path / "model"))
+    monkeypatch.setattr(bench, "xlnet_from_scratch", lambda path, train_file: Path(path))
     configs = SECTIONS[section](tmp_path)
     assert [c[0] for c in configs] == [f"{section}_plain", f"{section}_all"]
     for name, group, script, processes, threads, dynamo, extra, notes in configs:
         assert group == section and (REPO / script).is_file()
-        if section in ("clm", "image", "mim", "inst"):  # refused by these scripts' main(), after parse_args: no
-            # padding there
+        if section in ("clm", "image", "mim", "inst", "fim"):  # refused by these scripts' main(), after parse_args:
+            # no padding there
             assert "--group_by_length" not in extra and "--pad_to_multiple_of" not in extra
         module = importlib.import_module(Path(script).stem)
         args = module.parse_args(extra + ["--output_dir", str(tmp_path / name)])

@@ -83,6 +83,24 @@ def test_training_draws_depend_on_seed_epoch_and_index_only():
     assert [evaluation[i] for i in range(40)] == before  # evaluation draws never change
 
 
+def test_streamed_blocks_are_drawn_from_seed_process_and_number():
+    """--streaming: block n of a process's stream gets the draw of (seed, process, n), whatever came before it (a
+    resumed stream numbers its next block as the uninterrupted one did: common.streaming.NumberedStream)."""
+    streamed = run_fim.FimBlocks(None, 7, run_fim.STREAMED_TRAIN_FIM_STREAM, fim_rate=0.5, spm_rate=0.5, ids=IDS,
+                                 truncate_or_pad=True, prefix=[])
+    stream = [{"input_ids": row["input_ids"], "attention_mask": [1] * 8} for row in blocks()]
+
+    def rows(process_index, numbers):
+        return [run_fim.streamed_fim_block(stream[n], n, streamed, process_index) for n in numbers]
+
+    first = rows(0, range(40))
+    assert rows(0, range(20, 40)) == first[20:]  # a stream resumed at block 20
+    assert 8 < sum(row["input_ids"][0] == P for row in first) < 32  # about half at --fim_rate 0.5
+    assert all(len(row["input_ids"]) == 8 and row["labels"] == row["input_ids"] for row in first)
+    assert rows(1, range(40)) != first  # each process draws its own
+    assert first != [fim_blocks(run_fim.TRAIN_FIM_STREAM)[i] for i in range(40)]  # not the map-style stream's draws
+
+
 def test_middle_scoring_and_left_to_right_label_the_same_tokens_behind_a_bos():
     fim = fim_blocks(run_fim.EVAL_FIM_STREAM, fim_rate=1.0, score="middle", prefix=[0], truncate_or_pad=False)
     l2r = fim_blocks(run_fim.EVAL_FIM_STREAM, fim_rate=1.0, score="middle", prefix=[0], truncate_or_pad=False,

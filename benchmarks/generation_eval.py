@@ -7,7 +7,7 @@ autocasts its forward as in the script), and then times, alternately, `--repeats
 - `before`: the evaluation loop as it was until 2026-12-04 (dataset order, `torch.no_grad`, `generate` outside
   `accelerator.autocast()`, so the encoder pass of `generate` ran in fp32 under bf16);
 - `after`: `common.tasks.seq2seq.generate_texts` over `build_generation_dataloader` (longest sources first,
-  inference mode, the whole of `generate` under the run's autocast, the KV cache on), texts put back in order.
+  the whole of `generate` under the run's autocast, the KV cache on), texts put back in order.
 
 Reports wall seconds and this process's CPU seconds (user + system, `resource.getrusage`: on a shared, loaded
 host the CPU time is the comparable figure), examples and generated tokens per second, and whether the two

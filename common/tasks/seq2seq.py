@@ -212,7 +212,7 @@ def rows_kept_by_gather(accelerator, batch_size):
 def generate_batch(model, batch, accelerator, tokenizer, gen_kwargs):
     """Generates for one batch on this process, ready for `accelerator.gather_for_metrics`.
 
-    Uses the unwrapped model (DDP's wrapper has no `generate`) in inference mode, under the run's autocast
+    Uses the unwrapped model (DDP's wrapper has no `generate`) without gradients, under the run's autocast
     (`accelerator.autocast()`: with --mixed_precision bf16 the encoder pass of `generate` runs in bf16 too, not
     only the decoder steps that the prepared model's forward wraps; fp32 runs are unchanged), with the KV cache on
     (`use_cache=True` unless `gen_kwargs` says otherwise: gradient checkpointing sets the *config's* `use_cache`
@@ -242,7 +242,9 @@ def generate_batch(model, batch, accelerator, tokenizer, gen_kwargs):
     if kept == 0:  # every row of this batch is a repeat that gather_for_metrics drops
         generated = torch.full((rows, 1), tokenizer.pad_token_id, dtype=torch.long, device=input_ids.device)
     else:
-        with torch.inference_mode(), accelerator.autocast():
+        # no_grad, not inference_mode: a buffer that a model fills lazily in its forward (a rotary table grown
+        # for a longer input) would become an inference tensor, which training after the evaluation cannot use.
+        with torch.no_grad(), accelerator.autocast():
             generated = accelerator.unwrap_model(model).generate(
                 input_ids=input_ids[:kept], attention_mask=attention_mask[:kept], **gen_kwargs
             )

@@ -13,7 +13,7 @@ Reports wall seconds and this process's CPU seconds (user + system, `resource.ge
 host the CPU time is the comparable figure), examples and generated tokens per second, and whether the two
 paths gave the same texts. Prints one JSON line per timed run and a summary line.
 
-    OMP_NUM_THREADS=2 python benchmarks/generation_eval.py --model_dir /tmp/tr --task translation \\
+    OMP_NUM_THREADS=1 python benchmarks/generation_eval.py --model_dir /tmp/tr --task translation \\
         --source_file /work/shared/data/multi30k/val.en.gz --max_samples 512 --batch_size 128 \\
         --max_source_length 64 --max_length 64 --mixed_precision bf16 --repeats 2
 """

@@ -21,7 +21,8 @@ from tqdm.auto import tqdm
 
 BASELINE_PREFIX = "eval_baseline_"
 # Results that are counts or settings, not scores: shown in the summary's other rows, not as metrics.
-_NOT_METRICS = ("samples", "features", "words", "runtime", "samples_per_second", "steps_per_second", "mask_seed")
+_NOT_METRICS = ("samples", "features", "words", "runtime", "samples_per_second", "steps_per_second", "mask_seed",
+                "generation_runtime", "generated_tokens_per_second")
 
 
 # Seconds between two progress lines when stderr is not a terminal (a log file, a pipe, a batch job's output).

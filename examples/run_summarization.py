@@ -33,7 +33,7 @@ from common.adapters import apply_peft
 from common.args import add_common_args, cap_seq2seq_lengths, positive_int, validate_common_args
 from common.batch_size import train_with_batch_size_search
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
-from common.dataloaders import build_eval_dataloader, build_train_dataloader
+from common.dataloaders import build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
@@ -41,18 +41,15 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
-from common.reporting import progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_text_predictions
 from common.tasks.rouge import compute_rouge, lead3_rouge
 from common.tasks.seq2seq import (
     MODEL_TYPES,
+    build_generation_dataloader,
     check_decoder_start_token_id,
-    decode_texts,
-    generate_batch,
     generate_texts,
-    generated_lengths,
     generation_diversity,
     ignore_label_padding,
     load_seq2seq_model,
@@ -265,36 +262,32 @@ def generation_kwargs(args):
     return gen_kwargs
 
 
-def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
+def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references, order):
     """Generates summaries for every example, in dataset order, and scores them against `references` with the
     rouge metric module (`common/metrics/rouge`: ROUGE F1, see `compute_rouge`).
 
-    Every process gathers each batch's generated ids (`gather_for_metrics`: every example once, in dataset
-    order), decodes them, adds them with their references to its own in-memory copy of the metric
-    (`keep_in_memory=True`: no cache file shared between processes) and computes it, so every process returns
-    the same values.
+    Every process gathers each batch's generated ids (`gather_for_metrics`: every example once), decodes them
+    (`common.tasks.seq2seq.generate_texts`: in dataset order again, `order` being the DataLoader's order of the
+    examples) and scores them with its own in-memory copy of the metric (`keep_in_memory=True`: no cache file
+    shared between processes), so every process returns the same values.
 
     Returns:
         (metrics, summaries): {"rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len", "distinct_generations",
-        "most_common_generation_share"} (ROUGE on a 0-100 scale; gen_len: mean generated tokens, eos included; the
-        last two from `generation_diversity`, which warns when most summaries are one text) and the summaries.
+        "most_common_generation_share", "generation_runtime", "samples_per_second", "generated_tokens_per_second"}
+        (ROUGE on a 0-100 scale; gen_len: mean generated tokens, eos included; distinct_generations and
+        most_common_generation_share from `generation_diversity`, which warns when most summaries are one text; the
+        speed from `Generations.speed`) and the summaries.
     """
-    metric = load_metric("rouge", keep_in_memory=True)
-    model.eval()
-    summaries, lengths = [], []
-    for batch in progress_bar(dataloader, accelerator, "generate"):  # a bar on the main process
-        # Padded across processes by generate_batch; gather_for_metrics drops the sampler's repeated examples.
-        generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
-        lengths += generated_lengths(generated.cpu(), tokenizer.eos_token_id, tokenizer.pad_token_id)
-        batch_summaries = decode_texts(tokenizer, generated.cpu())
-        metric.add_batch(predictions=batch_summaries,
-                         references=references[len(summaries):len(summaries) + len(batch_summaries)])
-        summaries += batch_summaries
+    # Generated longest source first (`order`: build_generation_dataloader), back in dataset order here.
+    generations = generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs, order)
+    summaries = generations.texts
     if len(summaries) != len(references):
         raise RuntimeError(f"{len(summaries)} summaries for {len(references)} references.")
-    metrics = metric.compute()
-    metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
+    metric = load_metric("rouge", keep_in_memory=True)
+    metrics = metric.compute(predictions=summaries, references=references)
+    metrics["gen_len"] = generations.mean_length
     metrics.update(generation_diversity(summaries, "summaries"))  # distinct_generations, most_common_..._share
+    metrics.update(generations.speed())  # generation_runtime, samples_per_second, generated_tokens_per_second
     return metrics, summaries
 
 
@@ -351,7 +344,8 @@ def training_function(args):
     )
     # --group_by_length groups documents of similar length (less padding); otherwise a seeded shuffle.
     train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
-    eval_dataloader = build_eval_dataloader(args, eval_dataset, data_collator)
+    # Generation longest source first (less padding; rows end at similar steps), scored in dataset order.
+    eval_dataloader, eval_order = build_generation_dataloader(args, eval_dataset, data_collator)
 
     # --use_peft: LoRA adapters, the task's head trained in full (common/adapters.py)
     model = apply_peft(model, args, task_type="SEQ_2_SEQ_LM", logger=logger)
@@ -375,7 +369,8 @@ def training_function(args):
                       loss_items=label_tokens(shift=0))
     # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
     run.set_evaluation(model, lambda: evaluate(
-        model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references), tokenizer, main_metric="rougeL")
+        model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references, eval_order), tokenizer,
+        main_metric="rougeL")
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
         run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
@@ -413,7 +408,7 @@ def training_function(args):
         if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
             optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
             eval_metrics, summaries = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs,
-                                               eval_references)
+                                               eval_references, eval_order)
         run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N, best/
         if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
             break
@@ -422,7 +417,8 @@ def training_function(args):
     if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
         eval_metrics = None
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
-        eval_metrics, summaries = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references)
+        eval_metrics, summaries = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references,
+                                           eval_order)
     results = run.results(eval_metrics)
     results["eval_samples"] = len(eval_dataset)
     results.update(lead3_rouge(raw_datasets["validation"][text_column], eval_references))
@@ -431,8 +427,9 @@ def training_function(args):
     if accelerator.is_main_process:
         write_text_predictions(os.path.join(args.output_dir, "generated_predictions.txt"), summaries)
     if predict_dataset is not None:  # summarize the test documents; score them when the file has summaries
-        predict_dataloader = accelerator.prepare(build_eval_dataloader(args, predict_dataset, data_collator))
-        test_summaries, _ = generate_texts(model, predict_dataloader, accelerator, tokenizer, gen_kwargs)
+        predict_dataloader, predict_order = build_generation_dataloader(args, predict_dataset, data_collator)
+        test_summaries = generate_texts(model, accelerator.prepare(predict_dataloader), accelerator, tokenizer,
+                                    gen_kwargs, predict_order).texts
         if summary_column in raw_datasets["test"].column_names:
             test_metrics = compute_rouge(test_summaries, list(raw_datasets["test"][summary_column]))
             results.update({f"predict_{k}": v for k, v in test_metrics.items()})

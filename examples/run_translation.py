@@ -48,7 +48,7 @@ from common.args import (
 )
 from common.batch_size import train_with_batch_size_search
 from common.data import load_data_files, require_columns
-from common.dataloaders import build_eval_dataloader, build_train_dataloader
+from common.dataloaders import build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
@@ -56,17 +56,15 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
-from common.reporting import baseline_results, progress_bar
+from common.reporting import baseline_results
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_text_predictions
 from common.tasks.seq2seq import (
     MODEL_TYPES,
+    build_generation_dataloader,
     check_decoder_start_token_id,
-    decode_texts,
-    generate_batch,
     generate_texts,
-    generated_lengths,
     generation_diversity,
     ignore_label_padding,
     load_seq2seq_model,
@@ -640,36 +638,32 @@ def copy_source_baseline(validation, source_key, target_key):
     return baseline_results("copy the source sentence", metrics)
 
 
-def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references):
+def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references, order):
     """Generates translations and scores them against `references` (the raw target texts, in order) with the
     sacrebleu metric module (`common/metrics/sacrebleu`: sacreBLEU corpus BLEU and chrF, see `compute_metrics`).
 
-    Every process gathers each batch's generated ids (`gather_for_metrics`: every example once, in dataset
-    order), decodes them, adds them with their references to its own in-memory copy of the metric
-    (`keep_in_memory=True`: no cache file shared between processes) and computes it, so every process returns
-    the same values.
+    Every process gathers each batch's generated ids (`gather_for_metrics`: every example once), decodes them
+    (`common.tasks.seq2seq.generate_texts`: in dataset order again, `order` being the DataLoader's order of the
+    examples) and scores them with its own in-memory copy of the metric (`keep_in_memory=True`: no cache file
+    shared between processes), so every process returns the same values.
 
     Returns:
         (metrics, translations): {"bleu", "chrf", "gen_len", "distinct_generations", "most_common_generation_share"}
         (BLEU and chrF on a 0-100 scale; gen_len: mean generated tokens, eos included; the last two from
-        `generation_diversity`, which warns when most translations are one text) and the list of translations.
+        `generation_diversity`, which warns when most translations are one text; and the generation's speed,
+        `Generations.speed`: generation_runtime, samples_per_second, generated_tokens_per_second) and the list of
+        translations.
     """
-    metric = load_metric("sacrebleu", keep_in_memory=True)
-    model.eval()
-    translations, lengths = [], []
-    for batch in progress_bar(dataloader, accelerator, "generate"):  # a bar on the main process
-        # Padded across processes by generate_batch; gather_for_metrics drops the sampler's repeated examples.
-        generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
-        lengths += generated_lengths(generated.cpu(), tokenizer.eos_token_id, tokenizer.pad_token_id)
-        batch_translations = decode_texts(tokenizer, generated.cpu())
-        metric.add_batch(predictions=batch_translations,
-                         references=references[len(translations):len(translations) + len(batch_translations)])
-        translations += batch_translations
+    # Generated longest source first (`order`: build_generation_dataloader), back in dataset order here.
+    generations = generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs, order)
+    translations = generations.texts
     if len(translations) != len(references):
         raise RuntimeError(f"{len(translations)} translations for {len(references)} references.")
-    metrics = metric.compute()
-    metrics["gen_len"] = sum(lengths) / max(len(lengths), 1)
+    metric = load_metric("sacrebleu", keep_in_memory=True)
+    metrics = metric.compute(predictions=translations, references=references)
+    metrics["gen_len"] = generations.mean_length
     metrics.update(generation_diversity(translations, "translations"))  # distinct_generations, most_common_..._share
+    metrics.update(generations.speed())  # generation_runtime, samples_per_second, generated_tokens_per_second
     return metrics, translations
 
 
@@ -730,7 +724,8 @@ def training_function(args):
     )
     # --group_by_length groups sources of similar length (less padding); otherwise a seeded shuffle.
     train_dataloader = build_train_dataloader(args, train_dataset, data_collator, accelerator)
-    eval_dataloader = build_eval_dataloader(args, eval_dataset, data_collator)
+    # Generation longest source first (less padding; rows end at similar steps), scored in dataset order.
+    eval_dataloader, eval_order = build_generation_dataloader(args, eval_dataset, data_collator)
 
     # --use_peft: LoRA adapters, the task's head trained in full (common/adapters.py)
     model = apply_peft(model, args, task_type="SEQ_2_SEQ_LM", logger=logger)
@@ -754,7 +749,8 @@ def training_function(args):
                       loss_items=label_tokens(shift=0))
     # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
     run.set_evaluation(model, lambda: evaluate(
-        model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references), tokenizer, main_metric="bleu")
+        model, eval_dataloader, accelerator, tokenizer, gen_kwargs, eval_references, eval_order), tokenizer,
+        main_metric="bleu")
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
         run.resume_from(checkpoint)  # completed steps, the epoch and batches to skip, the running totals
@@ -795,7 +791,7 @@ def training_function(args):
         if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
             optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
             eval_metrics, translations = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs,
-                                                  eval_references)
+                                                  eval_references, eval_order)
         run.after_epoch(epoch, eval_metrics)  # log eval_*, eval_history.jsonl, epoch_N, best/
         if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
             break
@@ -805,7 +801,7 @@ def training_function(args):
         eval_metrics = None
     if eval_metrics is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
         eval_metrics, translations = evaluate(model, eval_dataloader, accelerator, tokenizer, gen_kwargs,
-                                              eval_references)
+                                              eval_references, eval_order)
     results = run.results(eval_metrics)
     results["eval_samples"] = len(eval_dataset)
     results.update(copy_source_baseline(raw_datasets["validation"], source_key, target_key))  # eval_baseline_*
@@ -814,8 +810,9 @@ def training_function(args):
     if accelerator.is_main_process:
         write_text_predictions(os.path.join(args.output_dir, "generated_predictions.txt"), translations)
     if predict_dataset is not None:  # translate the test sources; score them when the test data has references
-        predict_dataloader = accelerator.prepare(build_eval_dataloader(args, predict_dataset, data_collator))
-        test_translations, _ = generate_texts(model, predict_dataloader, accelerator, tokenizer, gen_kwargs)
+        predict_dataloader, predict_order = build_generation_dataloader(args, predict_dataset, data_collator)
+        test_translations = generate_texts(model, accelerator.prepare(predict_dataloader), accelerator, tokenizer,
+                                    gen_kwargs, predict_order).texts
         test_pairs = raw_datasets["test"]["translation"]
         if target_key is not None and all(isinstance(pair.get(target_key), str) for pair in test_pairs):
             test_metrics = compute_metrics(test_translations, [pair[target_key] for pair in test_pairs])

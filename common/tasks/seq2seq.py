@@ -4,12 +4,15 @@
 - `load_seq2seq_model`: a checkpoint, or a new model from a config whose special-token ids are fitted to the
   tokenizer (`fit_config_to_tokenizer`), and `check_decoder_start_token_id`;
 - `generate_texts`: distributed generation with `pad_across_processes` + `gather_for_metrics` (one text per
-  example, in dataset order, on any number of processes), and `generated_lengths`;
+  example, in dataset order, on any number of processes), `generated_lengths`, and its speed (`Generations`);
+  `build_generation_dataloader` generates longest sources first, `restore_order` puts the texts back;
 - `generation_diversity`: how many generated texts are distinct, reported beside the metric (a collapsed model that
   writes one string for every input can still score close to a baseline).
 """
 
+import time
 from collections import Counter
+from dataclasses import dataclass
 
 import torch
 from accelerate.logging import get_logger
@@ -17,6 +20,7 @@ from accelerate.utils import DistributedType
 from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
+from ..dataloaders import build_eval_dataloader
 from ..reporting import progress_bar
 from .config_overrides import apply_config_overrides
 
@@ -185,13 +189,38 @@ def check_decoder_start_token_id(model, tokenizer):
     model.generation_config.decoder_start_token_id = value
 
 
+def rows_kept_by_gather(accelerator, batch_size):
+    """How many of this process's `batch_size` rows `accelerator.gather_for_metrics` keeps: all of them, except in
+    the last round of an evaluation DataLoader whose length is not a multiple of (batch size x processes).
+
+    There accelerate's `BatchSamplerShard` (`even_batches=True`, the default) fills every process's last batch
+    up to the batch size with repeats of the first examples, and `gather_for_metrics` keeps only the first
+    `gradient_state.remainder` rows of the gathered (processes x batch) rows: process i's first
+    `clamp(remainder - i * batch_size, 0, batch_size)` rows. With `split_batches` or `dispatch_batches` the rows
+    are laid out otherwise: all are kept then (nothing is saved, nothing is wrong).
+
+    Returns:
+        int in [0, batch_size].
+    """
+    state, config = accelerator.gradient_state, accelerator.dataloader_config
+    if (accelerator.num_processes == 1 or not state.end_of_dataloader or state.remainder is None
+            or state.remainder <= 0 or config.split_batches or config.dispatch_batches):
+        return batch_size
+    return max(0, min(batch_size, state.remainder - accelerator.process_index * batch_size))
+
+
 def generate_batch(model, batch, accelerator, tokenizer, gen_kwargs):
     """Generates for one batch on this process, ready for `accelerator.gather_for_metrics`.
 
-    Uses the unwrapped model (DDP's wrapper has no `generate`); under FSDP or DeepSpeed ZeRO-3 passes
-    `synced_gpus=True` (sharded weights: every process must run the same number of decoding steps). The
-    output is padded with the pad token to the longest generation of all processes, so that the processes'
-    tensors can be gathered.
+    Uses the unwrapped model (DDP's wrapper has no `generate`) without gradients, under the run's autocast
+    (`accelerator.autocast()`: with --mixed_precision bf16 the encoder pass of `generate` runs in bf16 too, not
+    only the decoder steps that the prepared model's forward wraps; fp32 runs are unchanged), with the KV cache on
+    (`use_cache=True` unless `gen_kwargs` says otherwise: gradient checkpointing sets the *config's* `use_cache`
+    to False). Rows that `gather_for_metrics` drops afterwards (the repeats that even out the last round of
+    batches on 2+ processes, `rows_kept_by_gather`) are not generated: they are filled with the pad token. Under
+    FSDP or DeepSpeed ZeRO-3 passes `synced_gpus=True` (sharded weights: every process must run the same number
+    of decoding steps) and generates every row. The output is padded with the pad token to the longest
+    generation of all processes, so that the processes' tensors can be gathered.
 
     Args:
         batch: a collated batch with `input_ids` and `attention_mask` (batch, source_len).
@@ -200,16 +229,28 @@ def generate_batch(model, batch, accelerator, tokenizer, gen_kwargs):
     Returns:
         LongTensor (batch, generated_len), generated_len the same on every process.
     """
-    gen_kwargs = dict(gen_kwargs)
-    if accelerator.distributed_type == DistributedType.FSDP or (
+    gen_kwargs = {"use_cache": True, **gen_kwargs}
+    synced = accelerator.distributed_type == DistributedType.FSDP or (
         accelerator.distributed_type == DistributedType.DEEPSPEED
         and accelerator.state.deepspeed_plugin.zero_stage == 3
-    ):
+    )
+    if synced:
         gen_kwargs["synced_gpus"] = True
-    with torch.no_grad():
-        generated = accelerator.unwrap_model(model).generate(
-            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **gen_kwargs
-        )
+    input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
+    rows = input_ids.shape[0]
+    kept = rows if synced else rows_kept_by_gather(accelerator, rows)
+    if kept == 0:  # every row of this batch is a repeat that gather_for_metrics drops
+        generated = torch.full((rows, 1), tokenizer.pad_token_id, dtype=torch.long, device=input_ids.device)
+    else:
+        # no_grad, not inference_mode: a buffer that a model fills lazily in its forward (a rotary table grown
+        # for a longer input) would become an inference tensor, which training after the evaluation cannot use.
+        with torch.no_grad(), accelerator.autocast():
+            generated = accelerator.unwrap_model(model).generate(
+                input_ids=input_ids[:kept], attention_mask=attention_mask[:kept], **gen_kwargs
+            )
+        if kept < rows:
+            filler = generated.new_full((rows - kept, generated.shape[1]), tokenizer.pad_token_id)
+            generated = torch.cat([generated, filler])
     return accelerator.pad_across_processes(generated, dim=1, pad_index=tokenizer.pad_token_id)
 
 
@@ -218,23 +259,105 @@ def decode_texts(tokenizer, generated):
     return [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
 
 
-def generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs):
+def length_sorted_order(dataset, column="input_ids"):
+    """The order in which to generate for `dataset`: longest `column` first, equal lengths in dataset order.
+
+    Generation batches of similar source lengths carry less padding, and their rows tend to end their outputs at
+    similar steps (a batch decodes until its longest output ends). The longest batch comes first, so an
+    out-of-memory error shows at once. `restore_order` puts the outputs back in dataset order.
+
+    Args:
+        dataset: a map-style dataset of tokenised examples (a `datasets.Dataset` or a list of dicts).
+
+    Returns:
+        list of int: a permutation of range(len(dataset)).
+    """
+    if hasattr(dataset, "column_names"):
+        lengths = [len(ids) for ids in dataset[column]]
+    else:
+        lengths = [len(example[column]) for example in dataset]
+    return sorted(range(len(lengths)), key=lambda i: -lengths[i])  # sorted() is stable: ties keep their order
+
+
+def restore_order(items, order):
+    """`items[k]` is the output for example `order[k]`; returns the outputs in dataset order (a new list).
+
+    Raises:
+        ValueError: when `items` and `order` differ in length.
+    """
+    if len(items) != len(order):
+        raise ValueError(f"{len(items)} outputs for {len(order)} examples.")
+    restored = [None] * len(order)
+    for item, index in zip(items, order):
+        restored[index] = item
+    return restored
+
+
+def build_generation_dataloader(args, dataset, collate_fn):
+    """The DataLoader of a generating evaluation or prediction: `dataset` in `length_sorted_order`
+    (`--per_device_eval_batch_size`, `common.dataloaders.build_eval_dataloader`).
+
+    Returns:
+        (dataloader, order): pass `order` to `generate_texts`, which returns the texts in dataset order.
+    """
+    order = length_sorted_order(dataset)
+    ordered = dataset.select(order) if hasattr(dataset, "select") else [dataset[i] for i in order]
+    return build_eval_dataloader(args, ordered, collate_fn), order
+
+
+@dataclass
+class Generations:
+    """What `generate_texts` returns, in dataset order.
+
+    Attributes:
+        texts: one decoded text per example.
+        lengths: tokens generated per example (`generated_lengths`: up to and including the first eos, the
+            decoder start token and padding excluded).
+        seconds: wall time of the generation loop on this process (generate, gather, decode; not the metric).
+    """
+
+    texts: list
+    lengths: list
+    seconds: float
+
+    @property
+    def mean_length(self):
+        """Mean generated tokens per example (0.0 for none)."""
+        return sum(self.lengths) / max(len(self.lengths), 1)
+
+    def speed(self):
+        """{"generation_runtime": s, "samples_per_second", "generated_tokens_per_second"}: examples and generated
+        tokens (`lengths`, summed over every example of every process) per second of `seconds`."""
+        seconds = max(self.seconds, 1e-9)
+        return {"generation_runtime": round(self.seconds, 3),
+                "samples_per_second": round(len(self.texts) / seconds, 3),
+                "generated_tokens_per_second": round(sum(self.lengths) / seconds, 3)}
+
+
+def generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs, order=None):
     """Generates a text (translation, summary) for every example of `dataloader`, on every process
     (`generate_batch`, then `gather_for_metrics`, which drops the samples the distributed sampler repeated
     to even out the batches, then `decode_texts`).
 
+    Args:
+        order: the dataset order of the DataLoader's examples (`build_generation_dataloader`), or None when the
+            DataLoader is in dataset order.
+
     Returns:
-        (texts, generated_lengths): lists of strings and token counts (pad excluded), one per
-        example of the dataset, in dataset order, on every process.
+        `Generations`: texts and generated token counts, one per example of the dataset, in dataset order, on
+        every process, and the loop's wall time.
     """
     model.eval()
+    start = time.perf_counter()
     texts, lengths = [], []
     for batch in progress_bar(dataloader, accelerator, "generate"):
         generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
         generated = generated.cpu()
         lengths += generated_lengths(generated, tokenizer.eos_token_id, tokenizer.pad_token_id)
         texts += decode_texts(tokenizer, generated)
-    return texts, lengths
+    if order is not None:
+        texts, lengths = restore_order(texts, order), restore_order(lengths, order)
+    return Generations(texts, lengths, time.perf_counter() - start)
 
 
 def generated_lengths(generated, eos_token_id, pad_token_id):

@@ -187,6 +187,11 @@ def test_bart_learns_to_summarize_on_one_process(data, tmp_path):
     assert results["eval_rouge1"] > untrained["rouge1"] + 30
     assert results["eval_rougeL"] > results["eval_baseline_rougeL"] + 20
     assert results["train_steps"] == 8 * 40
+    # The generation's speed beside the training figures (new tokens: eos included, no padding).
+    runtime = results["eval_generation_runtime"]
+    assert runtime > 0 and results["eval_samples_per_second"] == pytest.approx(N_VALIDATION / runtime, rel=1e-2)
+    assert results["eval_generated_tokens_per_second"] == pytest.approx(
+        results["eval_gen_len"] * N_VALIDATION / runtime, rel=1e-2)
 
 
 @pytest.mark.slow

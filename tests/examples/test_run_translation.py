@@ -259,6 +259,13 @@ def test_two_processes_write_one_translation_per_validation_pair(bart_two_proces
     # How varied the translations are (issue 37 kind 6), by definition from the written file.
     assert results["eval_distinct_generations"] == len(set(lines)) > N_VALIDATION // 2
     assert results["eval_most_common_generation_share"] == max(map(lines.count, lines)) / len(lines)
+    # The generation's speed beside the training figures: examples and new tokens (eos included, no padding) per
+    # second of the generation loop; the longest sources were generated first, the file is in validation order.
+    runtime = results["eval_generation_runtime"]
+    assert runtime > 0 and results["eval_samples_per_second"] == pytest.approx(N_VALIDATION / runtime, rel=1e-2)
+    assert results["eval_generated_tokens_per_second"] == pytest.approx(
+        results["eval_gen_len"] * N_VALIDATION / runtime, rel=1e-2)
+    assert results["train_samples_per_second"] > 0
     untrained_bleu = bleu(greedy_translations(tiny_bart, list(sources)), list(references))
     assert results["eval_bleu"] > untrained_bleu + 20
     assert results["eval_bleu"] > results["eval_baseline_bleu"] + 20

@@ -60,6 +60,9 @@ def test_metric_text_shows_each_scripts_metric():
     assert bench.metric_text({"eval_perplexity": 109.24}) == "ppl 109.2"
     assert bench.metric_text({"eval_bleu": 32.346, "eval_accuracy": None}) == "BLEU 32.35"
     assert bench.metric_text({"eval_rouge1": 2.9}) == "ROUGE-1 2.90"
+    assert bench.metric_text({"eval_bleu": 0.24, "eval_samples_per_second": 80.46,
+                              "eval_generated_tokens_per_second": 1203.4}) == (
+        "BLEU 0.24; eval 80.5 samples/s, 1203 tokens/s")
     assert bench.metric_text({"eval_mean_iou": 0.5}) == "mIoU 0.500"
     assert bench.metric_text({"eval_map_50": 0.25}) == "mAP@0.5 0.250"
     mim = {"eval_loss": 0.2314, "eval_baseline_loss": 0.4221}

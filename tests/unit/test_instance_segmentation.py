@@ -8,6 +8,7 @@ import instance_segmentation_data
 import numpy as np
 import pytest
 import run_instance_segmentation as inst
+import torch
 from pycocotools import mask as mask_utils
 
 from common.metrics import load_metric
@@ -198,3 +199,51 @@ def test_hub_label_maps_from_the_column_and_the_flag():
         inst.parse_id2label('{"300": "x"}')
     with pytest.raises(ValueError, match=r"expected a non-empty JSON object"):
         inst.parse_id2label("{}")
+
+
+def thin_stroke_mask():
+    """(64, 64) bool: a ring and a diagonal drawn 2 pixels wide, like an MNIST digit's ink on a 64-px canvas."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("L", (64, 64))
+    draw = ImageDraw.Draw(image)
+    draw.ellipse((14, 10, 50, 54), outline=255, width=2)
+    draw.line((20, 50, 44, 14), fill=255, width=2)
+    return torch.from_numpy(np.asarray(image) > 127)
+
+
+def test_evaluation_resizes_mask_logits_straight_to_the_image_keeping_thin_strokes():
+    """Mask logits at half the image's resolution that encode a thin stroke (each cell's logit from the fraction of
+    its 2 x 2 pixels inked) come back at the image's size with IoU 0.77 against the stroke. transformers'
+    post_process_instance_segmentation (bilinear to 384 x 384, threshold, then nearest to the image's size: the
+    script's evaluation before) gives 0.62 on the same logits; on the MNIST canvases that path cost most of
+    mask mAP@0.75 (0.018 against 0.118 for the same model)."""
+    truth = thin_stroke_mask()
+    logits = 8 * (torch.nn.functional.avg_pool2d(truth[None, None].float(), 2)[0] - 0.5)  # (1 query, 32, 32)
+    class_logits = torch.tensor([[5.0, -5.0, -5.0]])  # 1 query, 2 classes + no object
+    masks, labels, scores = inst.instance_predictions(class_logits, logits, (64, 64))
+    assert masks.shape[1:] == (64, 64) and labels.tolist() == [0, 1]
+    iou = ((masks[0] & truth).sum() / (masks[0] | truth).sum()).item()
+    assert iou > 0.75, iou
+
+
+def test_evaluation_keeps_the_best_query_class_pairs_not_one_per_query():
+    """10 queries x 10 classes: the 100 best (query, class) pairs are kept (the Mask2Former authors' inference;
+    transformers' post-processing keeps only 10, as many as queries), best first by class probability x mean mask
+    probability inside the mask; a query whose mask is empty gives nothing."""
+    generator = torch.Generator().manual_seed(0)
+    class_logits = torch.randn(10, 11, generator=generator)
+    mask_logits = torch.randn(10, 8, 8, generator=generator) + 1.0
+    mask_logits[3] = -1.0  # an empty mask: query 3 gives no instance
+    masks, labels, scores = inst.instance_predictions(class_logits, mask_logits, (16, 16))
+    assert len(masks) == len(labels) == len(scores) == 90
+    probabilities = class_logits.softmax(-1)[:, :-1]
+    upsampled = torch.nn.functional.interpolate(mask_logits[None], size=(16, 16), mode="bilinear")[0]
+    for query in (0, 9):
+        inside = upsampled[query] > 0
+        mask_score = upsampled[query].sigmoid()[inside].mean()
+        for label in range(10):
+            expected = (probabilities[query, label] * mask_score).item()
+            assert any(abs(s - expected) < 1e-5 and labels[k] == label and torch.equal(masks[k], inside)
+                       for k, s in enumerate(scores.tolist())), (query, label)
+    assert inst.EVAL_TOP_K == 100

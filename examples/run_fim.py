@@ -230,11 +230,12 @@ def init_added_embeddings(model, pieces):
     rows (an untied one keeps transformers' initialisation).
 
     Why: `resize_token_embeddings` (mean_resizing) samples the new rows from N(mean, 1e-9 x covariance) of the old
-    ones, so the four FIM tokens start as one vector (pairwise cosine similarity 1.0000 for SmolLM2): the model
-    cannot tell <fim_prefix> from <fim_suffix> or <fim_middle> until training has pulled them apart. The mean of a
-    token's pieces keeps them at the scale of the existing rows, distinct, and near what the model read for that
-    text (the subword-mean initialisation of new vocabulary; Hewitt, 2021, "Initializing New Word Embeddings for
-    Pretrained Language Models", discusses the all-rows mean that transformers uses instead).
+    ones, so the four FIM tokens start as one vector (measured for SmolLM2-135M: cosine similarity 1.0000000 between
+    <fim_prefix> and <fim_suffix>): the model cannot tell them apart until training has pulled them apart. The
+    mean of a token's pieces is distinct (SmolLM2: cosine 0.97 prefix/suffix, 0.94 prefix/middle; norm 1.5 against
+    3.2 for an average row) and near what the model read for that text (the subword-mean initialisation of new
+    vocabulary; Hewitt, 2021, "Initializing New Word Embeddings for Pretrained Language Models", discusses the
+    all-rows mean that transformers uses instead). Not measured: whether it trains faster than the mean.
 
     Args:
         model: a transformers model, its embedding already resized to hold the new ids.

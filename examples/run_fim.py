@@ -623,6 +623,11 @@ def training_function(args):
     plan = plan_training_steps(args, train_dataloader, accelerator)
 
     model = apply_peft(model, args, task_type="CAUSAL_LM", logger=logger)  # --use_peft (common/adapters.py)
+    if added and not model.get_input_embeddings().weight.requires_grad:  # LoRA froze the embedding matrix
+        logger.warning(f"--use_peft: LoRA freezes the embedding matrix, so the added FIM tokens ({', '.join(added)}) "
+                       "keep their initial rows and never train. --lora_modules_to_save embed_tokens (the embedding's "
+                       "name in Llama models) trains the input rows in full; a tied output layer then keeps the "
+                       "old rows.")
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)

@@ -182,7 +182,7 @@ def test_infill_rows_without_lines_to_cut_are_refused_before_training(files, tmp
 
 
 def test_train_runtime_leaves_out_the_infilling_evaluation(files, tmp_path, monkeypatch):
-    # The end-of-run infilling generation is timed on its own (eval_infill_runtime), not inside train_runtime (it
+    # The end-of-run infilling generation is timed on its own (infill_runtime), not inside train_runtime (it
     # was: the README listed it). The generation is made slower here by as long as the whole run took before it, so
     # a train_runtime that still held it would exceed the time from the start of main() to the generation.
     import time
@@ -206,6 +206,6 @@ def test_train_runtime_leaves_out_the_infilling_evaluation(files, tmp_path, monk
                                                               "--infill_max_new_tokens", 4)])
     finally:
         AcceleratorState._reset_state()
-    assert results["eval_infill_samples"] == 4 and results["eval_infill_runtime"] >= reached[0]
+    assert results["eval_infill_samples"] == 4 and results["infill_runtime"] >= reached[0]
     assert results["train_steps"] == 2 and 0 < results["train_runtime"] <= reached[0]
-    assert read_results(tmp_path)["eval_infill_runtime"] == results["eval_infill_runtime"]
+    assert read_results(tmp_path)["infill_runtime"] == results["infill_runtime"]

@@ -3,6 +3,7 @@ handling, and of examples/source_files_to_jsonl.py, on hand-made inputs with han
 
 import argparse
 import json
+import math
 import types
 
 import datasets
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 import run_fim
 import source_files_to_jsonl
+import torch
 import train_tokenizer
 
 P, M, S, PAD = 1, 2, 3, 4
@@ -167,13 +169,21 @@ def test_the_loss_items_are_the_tokens_the_causal_lm_loss_averages_and_accumulat
 def test_infill_case_cuts_whole_inner_lines():
     text = "def f():\n    x = 1\n\n    return x\n"
     rng = np.random.default_rng(0)
+    seen = set()
     for _ in range(30):
         prefix, middle, suffix = run_fim.infill_case(text, rng, max_lines=2)
         assert prefix + middle + suffix == text
-        assert middle in ("    x = 1\n", "    x = 1\n\n") and prefix == "def f():\n"  # line 2 is blank, 3 is last
+        # line 2 is blank, 3 is last; the cuts fall before line breaks: "\n    x = 1" is how BPE splits it
+        assert middle in ("\n    x = 1", "\n    x = 1\n") and prefix == "def f():"
+        seen.add(middle)
+    assert len(seen) == 2
     assert run_fim.infill_case("one\ntwo\n", rng, 1) is None
+    assert run_fim.infill_case("one\ntwo\nthree", rng, 1) == ("one", "\ntwo", "\nthree")
     assert run_fim.normalise_whitespace("  return   x\n\n") == "return x"
-    assert run_fim.first_lines("a\nb\nc", 2) == "a\nb\n"
+    # a generated answer is cut where its span ends: as many line breaks as the middle, up to the next one
+    assert run_fim.cut_answer("\n    return x\n    y = 2\n", "\n    return x") == "\n    return x"
+    assert run_fim.cut_answer("\na\n\nb\nc", "\nx\n") == "\na\n"
+    assert run_fim.cut_answer("):  # more", "\nreturn x") == "):  # more"
 
 
 # ---------------------------------------------------------------- FIM tokens
@@ -208,6 +218,39 @@ def test_missing_fim_tokens_are_added_and_present_ones_reused(code_tokenizer):
     args = token_args(fim_pad_token="<|endoftext|>")
     ids, added = run_fim.resolve_fim_token_ids(args, copy.deepcopy(code_tokenizer))
     assert ids["pad"] == code_tokenizer.convert_tokens_to_ids("<|endoftext|>") and "<|endoftext|>" not in added
+
+
+def test_added_fim_embeddings_of_a_pretrained_tied_model_start_distinct_from_their_pieces(code_tokenizer, tmp_path):
+    # transformers' resize_token_embeddings samples new rows from N(mean, 1e-9 x covariance): the four FIM tokens
+    # would start as one vector. run_fim starts each from the mean of its text's pieces (tied output: same rows).
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(code_tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    code_tokenizer.save_pretrained(tmp_path)
+    old = LlamaForCausalLM.from_pretrained(tmp_path).get_input_embeddings().weight.detach()
+    args = types.SimpleNamespace(**vars(token_args()), model_name_or_path=str(tmp_path), tokenizer_name=None,
+                                 config_name=None, use_slow_tokenizer=False, trust_remote_code=False)
+    accelerator = types.SimpleNamespace(device=torch.device("cpu"))
+    tokenizer, model, ids, added = run_fim.load_model_and_tokenizer(args, accelerator)
+    assert len(added) == 4 and model.get_input_embeddings().weight.shape[0] == math.ceil(len(tokenizer) / 8) * 8
+    rows = model.get_input_embeddings().weight.detach()
+    assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    for role, token in (("prefix", "<fim_prefix>"), ("middle", "<fim_middle>"), ("suffix", "<fim_suffix>"),
+                        ("pad", "<fim_pad>")):
+        pieces = code_tokenizer(token, add_special_tokens=False)["input_ids"]
+        assert len(pieces) > 1 and torch.allclose(rows[ids[role]], old[pieces].mean(dim=0))
+    assert torch.equal(rows[: len(code_tokenizer)], old)  # the pretrained rows untouched
+    cosine = torch.nn.functional.cosine_similarity
+    sentinels = [rows[ids[role]] for role in ("prefix", "middle", "suffix")]
+    assert all(cosine(a, b, dim=0) < 0.99 for i, a in enumerate(sentinels) for b in sentinels[i + 1:])
+    # what transformers alone gives: one vector for all of them
+    plain = LlamaForCausalLM.from_pretrained(tmp_path)
+    plain.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=8)
+    plain_rows = plain.get_input_embeddings().weight.detach()
+    assert cosine(plain_rows[ids["prefix"]], plain_rows[ids["suffix"]], dim=0) > 0.9999
 
 
 def test_bad_fim_tokens_are_refused_before_training(code_tokenizer):

@@ -244,12 +244,18 @@ def main(argv=None):
                               flush=True)
                     results[name][label]["ttfs"].append(seconds)
                     shutil.rmtree(run_dir, ignore_errors=True)
+                write_results(output_dir, results, labels, failures)  # so far: a stopped run keeps its pairs
+    print(write_results(output_dir, results, labels, failures), flush=True)
+    return results, failures
+
+
+def write_results(output_dir, results, labels, failures):
+    """Writes ttfs.json (every run) and ttfs.md (the table of medians) in `output_dir`; returns the table."""
     table = markdown_table(results, labels)
     (output_dir / "ttfs.json").write_text(json.dumps({"labels": labels, "results": results,
                                                       "failures": failures}, indent=2))
     (output_dir / "ttfs.md").write_text(table + "\n")
-    print(table, flush=True)
-    return results, failures
+    return table
 
 
 if __name__ == "__main__":

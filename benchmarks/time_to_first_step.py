@@ -1,5 +1,5 @@
 """Time to first step of every example script: the wall time from `python examples/run_<task>.py ...` to the end of
-its first optimizer step, on the tiny models and data of the tests, and the script's import time.
+its first optimizer step, on the tiny models and data of the tests, and the time of its `--help` (imports).
 
     python benchmarks/time_to_first_step.py                                # this tree
     python benchmarks/time_to_first_step.py --compare_ref 29dfda1         # that commit against this tree
@@ -14,8 +14,8 @@ How it is measured, the same way for any commit (nothing in the measured code ha
   and waits. The time from `Popen` to that file is the time to first step (interpreter start, imports, argument
   checks, data loading and preprocessing, model and tokenizer loading, `accelerator.prepare`, one forward, backward
   and optimizer step). The run is then killed: nothing else is timed.
-- import time: `python -X importtime -c "import run_<task>"` in the same tree, the script module's cumulative
-  import time as Python reports it (interpreter start not included).
+- time to `--help`: the wall time of `python <tree>/examples/run_<task>.py --help` (interpreter start, the script's
+  imports, its argument parser): what a mistyped flag, or a refusal before anything is loaded, costs.
 - the data and tiny models are built once, by the builders of tests/examples/test_resume_all.py (`SETUPS`) plus
   run_glue's and run_sft's test fixtures, and shared by both trees: only the code differs.
 - `--compare_ref REF` checks REF out in a temporary `git worktree` (removed at the end) and runs its scripts and
@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -138,15 +137,15 @@ def _children_cpu_delta():
     return delta
 
 
-def import_seconds(tree, script):
-    """The cumulative import time (s) of the script's module in `tree`, from `python -X importtime`."""
-    module = Path(script).stem
-    code = f"import sys; sys.path.insert(0, {str(Path(tree) / 'examples')!r}); import {module}"
-    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=tree, capture_output=True,
-                            text=True, env={**os.environ, **ENV, "PYTHONPATH": str(tree)})
+def help_seconds(tree, script):
+    """Wall time (s) of `python tree/examples/script --help`: interpreter start, the script's imports and its
+    argument parser, what a user pays for a typo in a flag (and a test of a refusal before training, at least)."""
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, str(Path(tree) / "examples" / script), "--help"], cwd=tree,
+                            capture_output=True, text=True, env={**os.environ, **ENV, "PYTHONPATH": str(tree)})
+    seconds = time.perf_counter() - start
     _children_cpu_delta()
-    match = re.search(rf"^import time:\s+\d+ \|\s+(\d+) \| {module}$", result.stderr, re.MULTILINE)
-    return int(match[1]) / 1e6 if match and result.returncode == 0 else None
+    return seconds if result.returncode == 0 else None
 
 
 @contextlib.contextmanager
@@ -172,24 +171,28 @@ def markdown_table(results, labels):
     def cell(value):
         return "-" if value is None else f"{value:.1f}"
 
-    head = ["script"] + [f"import s ({label})" for label in labels] + [f"first step s ({label})" for label in labels]
-    if len(labels) == 2:
-        head.append(f"first step {labels[1]} / {labels[0]}")
+    def ratio(values):
+        return "-" if len(values) != 2 or None in values else f"{values[1] / values[0]:.2f}"
+
+    head = ["script"]
+    for key, title in (("import", "--help s"), ("ttfs", "first step s")):
+        head += [f"{title} ({label})" for label in labels]
+        head += [f"{labels[1]} / {labels[0]}"] if len(labels) == 2 else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for script, by_label in results.items():
-        imports = [median(by_label[label]["import"]) for label in labels]
-        firsts = [median(by_label[label]["ttfs"]) for label in labels]
-        row = [script] + [cell(v) for v in imports] + [cell(v) for v in firsts]
-        if len(labels) == 2:
-            row.append("-" if None in firsts else f"{firsts[1] / firsts[0]:.2f}")
+        row = [script]
+        for key in ("import", "ttfs"):
+            values = [median(by_label[label][key]) for label in labels]
+            row += [cell(v) for v in values] + ([ratio(values)] if len(labels) == 2 else [])
         lines.append("| " + " | ".join(row) + " |")
     if len(labels) == 2:
-        pairs = [(median(b[labels[0]]["ttfs"]), median(b[labels[1]]["ttfs"])) for b in results.values()]
-        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
-        if pairs:
-            ratio = statistics.median(b / a for a, b in pairs)
-            lines.append(f"\nMedian over scripts of {labels[1]} / {labels[0]}: {ratio:.2f}; sum of medians "
-                         f"{sum(a for a, _ in pairs):.0f} s -> {sum(b for _, b in pairs):.0f} s.")
+        for key, title in (("import", "--help"), ("ttfs", "first step")):
+            pairs = [(median(b[labels[0]][key]), median(b[labels[1]][key])) for b in results.values()]
+            pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+            if pairs:
+                lines.append(f"\n{title}: median over scripts of {labels[1]} / {labels[0]} "
+                             f"{statistics.median(b / a for a, b in pairs):.2f}; sum of the medians "
+                             f"{sum(a for a, _ in pairs):.0f} s -> {sum(b for _, b in pairs):.0f} s.")
     return "\n".join(lines)
 
 
@@ -201,7 +204,8 @@ def main(argv=None):
                         help="Measure this git ref (in a temporary worktree too) instead of the working tree.")
     parser.add_argument("--scripts", default=",".join(SCRIPTS), help=f"Comma-separated, among {SCRIPTS}.")
     parser.add_argument("--repeats", type=int, default=3, help="Runs (pairs with --compare_ref) per script.")
-    parser.add_argument("--import_repeats", type=int, default=1, help="Import-time measurements per script and tree.")
+    parser.add_argument("--import_repeats", type=int, default=1,
+                        help="`--help` timings per script and tree (0: none).")
     parser.add_argument("--timeout", type=int, default=300, help="Seconds a run may take to reach its first step.")
     parser.add_argument("--output_dir", default=str(REPO / "bench_results" / "ttfs"))
     args = parser.parse_args(argv)
@@ -229,7 +233,7 @@ def main(argv=None):
                 for label in order:
                     tree = trees[label]
                     if repeat < args.import_repeats:
-                        results[name][label]["import"].append(import_seconds(tree, script))
+                        results[name][label]["import"].append(help_seconds(tree, script))
                     if repeat >= args.repeats:
                         continue
                     run_dir = work / "runs" / f"{name}_{labels.index(label)}_{repeat}"

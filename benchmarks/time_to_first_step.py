@@ -215,6 +215,7 @@ def main(argv=None):
         parser.error(f"--scripts: unknown {sorted(unknown)}; expected some of {SCRIPTS}.")
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))  # a stopped run removes its worktree too
 
     with contextlib.ExitStack() as stack:
         trees = {args.ref: stack.enter_context(worktree_of(args.ref))} if args.ref else {"this tree": REPO}

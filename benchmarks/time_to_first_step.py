@@ -206,6 +206,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3, help="Runs (pairs with --compare_ref) per script.")
     parser.add_argument("--import_repeats", type=int, default=1,
                         help="`--help` timings per script and tree (0: none).")
+    parser.add_argument("--flip", action="store_true",
+                        help="Start the pairs with the other tree (a second run then balances the first one).")
     parser.add_argument("--timeout", type=int, default=300, help="Seconds a run may take to reach its first step.")
     parser.add_argument("--output_dir", default=str(REPO / "bench_results" / "ttfs"))
     args = parser.parse_args(argv)
@@ -230,7 +232,7 @@ def main(argv=None):
         for repeat in range(max(args.repeats, args.import_repeats)):
             for index, name in enumerate(names):
                 script, command = setups[name]
-                order = labels if (repeat + index) % 2 == 0 else labels[::-1]
+                order = labels if (repeat + index + args.flip) % 2 == 0 else labels[::-1]
                 for label in order:
                     tree = trees[label]
                     if repeat < args.import_repeats:

@@ -246,7 +246,7 @@ def main(argv=None):
                         failures.append(f"{name} ({label}): {extra}")
                         print(f"[ttfs] {name} ({label}) did not reach step 1:\n{extra}", flush=True)
                     else:
-                        print(f"[ttfs] {name} ({label}) #{repeat + 1}: first step at {seconds:.1f} s, import "
+                        print(f"[ttfs] {name} ({label}) #{repeat + 1}: first step at {seconds:.1f} s, --help "
                               f"{results[name][label]['import'][-1] or 0:.1f} s, other load {extra:.2f} cores",
                               flush=True)
                     results[name][label]["ttfs"].append(seconds)

@@ -74,6 +74,8 @@ Sections (a few minutes each):
             features), EM / F1 on 64 held-out questions (no pretrained XLNet here: the score only shows the run)
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
+  ttfs      time to first step of every script on the tests' tiny models (benchmarks/time_to_first_step.py;
+            --ttfs_compare_ref REF: that commit against this tree, interleaved pairs), table in ttfs/ttfs.md
   seeds     the `full` runs of all switches, all but --group_by_length and plain again with the
             seeds of --seeds (default 43,44,45): how much of an accuracy difference is seed noise
 
@@ -120,7 +122,7 @@ SHARED = Path(os.environ.get("SHARED_DATA_DIR", REPO.parent / "shared" / "data")
 LOCK = Path("/tmp/cpu_heavy.lock")
 ALL_SECTIONS = ["peak", "switches", "trainer", "procs", "length", "ner", "mc", "mlm", "seg", "det", "clm", "qa",
                 "translation", "summarization", "image", "sft", "audio", "w2v2", "mim", "inst", "fim", "qa_beam",
-                "full", "seeds"]
+                "full", "seeds", "ttfs"]
 DEFAULT_SECTIONS = [s for s in ALL_SECTIONS if s not in ("full", "seeds")]
 
 # The switches under test, as extra flags of the scripts (the plain run passes none).
@@ -1167,6 +1169,8 @@ def main(argv=None):
                         help="Seconds the lock is held before handing it back between two runs.")
     parser.add_argument("--timeout", type=int, default=1500, help="Seconds per run before it is killed.")
     parser.add_argument("--seeds", default="43,44,45", help="Seeds of the `seeds` section (comma-separated).")
+    parser.add_argument("--ttfs_compare_ref", default=None,
+                        help="`ttfs` section: also measure this git ref (a temporary worktree), in interleaved pairs.")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
@@ -1199,6 +1203,14 @@ def main(argv=None):
 
     for section in sections:
         if section == "peak":
+            continue
+        if section == "ttfs":  # its own runs and table (tiny models: no data from SHARED), under the same lock
+            import time_to_first_step
+
+            lock.acquire()
+            time_to_first_step.main(["--output_dir", str(output_dir / "ttfs")] + (
+                ["--compare_ref", args.ttfs_compare_ref] if args.ttfs_compare_ref else []))
+            lock.between_runs()
             continue
         if section == "mc":  # 4 sequences per question: a quarter of the questions
             configs = mc_configs(max(args.max_train_samples // 4, 1), output_dir)

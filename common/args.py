@@ -21,11 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from transformers import SchedulerType
-
 from .adapters import add_peft_args, check_peft_args
 from .hardware import reuse_cpu_memory_unsupported
-from .optimization import OPTIMIZER_CHOICES
+from .optimization import LR_SCHEDULER_TYPES, OPTIMIZER_CHOICES
 from .tracking import parse_report_to
 
 
@@ -232,7 +230,7 @@ def add_training_args(parser):
         "--lr_scheduler_type",
         type=str,
         default="linear",
-        choices=[s.value for s in SchedulerType if s.value != "reduce_lr_on_plateau"],
+        choices=LR_SCHEDULER_TYPES,
         help="Learning-rate schedule (transformers.get_scheduler).",
     )
     group.add_argument(

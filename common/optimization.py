@@ -8,7 +8,15 @@ import math
 from dataclasses import dataclass
 
 import torch
-from transformers import get_scheduler
+
+# The schedules of `transformers.get_scheduler` (the values of `transformers.SchedulerType`) that `--lr_scheduler_type`
+# offers: all but "reduce_lr_on_plateau", which steps on a metric, not per optimizer step. Written out rather than read
+# from `SchedulerType`: that enum lives in `transformers.trainer_utils`, whose import pulls in 🤗 PEFT (about 1.5 s)
+# in every script that never uses it (issue 38, time to first step). tests/unit/test_optimization.py checks the list
+# against the installed transformers.
+LR_SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+                      "inverse_sqrt", "cosine_with_min_lr", "cosine_warmup_with_min_lr", "warmup_stable_decay",
+                      "greedy")
 
 # --optim choice -> keyword arguments of torch.optim.AdamW. The three compute the same update; they
 # differ in how many kernels run per step (one per tensor, one per group of tensors, one in all).
@@ -214,6 +222,8 @@ def build_lr_scheduler(optimizer, scheduler_type, num_warmup_steps, max_train_st
     """
     if is_schedule_free(optimizer):
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    from transformers import get_scheduler  # here, not at the top: transformers.optimization imports PEFT
+
     factor = 1 if accelerator.split_batches else accelerator.num_processes
     return get_scheduler(
         name=scheduler_type,

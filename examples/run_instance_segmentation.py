@@ -52,7 +52,6 @@ import transformers
 from accelerate import Accelerator, DataLoaderConfiguration, PartialState
 from accelerate.logging import get_logger
 from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
-from pycocotools import mask as mask_utils
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForUniversalSegmentation
 from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
@@ -387,6 +386,7 @@ def hub_instance_records(dataset, source, image_column, annotation_column, categ
             annotation with fewer than two channels, whose size differs from its image's, or holding a class id
             outside `categories`.
     """
+    from pycocotools import mask as mask_utils  # here, as in common/tasks/coco.py: imported where used
     records = []
     for index, row in enumerate(dataset):
         where = f"{source}, row {index}"

@@ -38,7 +38,6 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from types import SimpleNamespace
 
-import albumentations as A
 import datasets
 import numpy as np
 import torch
@@ -510,6 +509,8 @@ def build_augmentation(args):
     Returns:
         `albumentations.Compose`, or None when both switches are off.
     """
+    import albumentations as A  # here, not at the top: seconds of imports (OpenCV, SciPy) only augmentation needs
+
     steps = [A.HorizontalFlip(p=0.5)] if args.horizontal_flip else []
     if args.augment:
         steps += [A.Affine(scale=(0.8, 1.2), keep_ratio=True, p=0.5), A.BBoxSafeRandomCrop(erosion_rate=0.0, p=0.5)]

@@ -52,7 +52,6 @@ from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
 from common.launch import setup_run
 from common.metrics import load_metric
-from common.metrics.mean_iou.mean_iou import confusion_matrix, scores_from_confusion_matrix
 from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, progress_bar
@@ -726,6 +725,9 @@ def evaluate(model, dataloader, accelerator, id2label, ignore_index):
     Raises:
         ValueError: from the metric, on a mask class id outside 0..K-1 (other than `ignore_index`).
     """
+    # Imported here, not at the top: the metric module imports 🤗 evaluate (about 1 s), which training does not need.
+    from common.metrics.mean_iou.mean_iou import confusion_matrix
+
     num_labels = len(id2label)
     metric = load_metric("mean_iou", keep_in_memory=True)
     class_pixels = np.zeros(num_labels, dtype=np.int64)
@@ -802,6 +804,8 @@ def class0_baseline(class_pixels, id2label):
     Raises:
         ValueError: when `class_pixels` is not K non-negative counts.
     """
+    from common.metrics.mean_iou.mean_iou import scores_from_confusion_matrix  # (imports evaluate: not at the top)
+
     class_pixels = np.asarray(class_pixels)
     if class_pixels.shape != (len(id2label),) or (class_pixels < 0).any():
         raise ValueError(f"class0_baseline: class_pixels {class_pixels.tolist()}; expected {len(id2label)} "

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-from pycocotools import mask as mask_utils
 
 from ..data import read_flag_file
 
@@ -134,6 +133,8 @@ def segmentation_to_rle(segmentation, width, height, where):
             points, a vertex outside the image, an RLE of another size than the image, uncompressed counts that do
             not sum to height x width, or a segmentation of neither form.
     """
+    from pycocotools import mask as mask_utils  # here: run_object_detection reads boxes without it
+
     if isinstance(segmentation, list):
         if not segmentation:
             raise ValueError(f"{where}: empty segmentation []; expected polygons [[x1, y1, x2, y2, ...], ...].")
@@ -182,6 +183,8 @@ def segmentation_to_rle(segmentation, width, height, where):
 
 def decode_rle(rle):
     """A compressed RLE dict (counts str or bytes) as a (height, width) bool array."""
+    from pycocotools import mask as mask_utils  # here: run_object_detection reads boxes without it
+
     counts = rle["counts"]
     return mask_utils.decode({"size": list(rle["size"]),
                               "counts": counts.encode("ascii") if isinstance(counts, str) else counts}).astype(bool)
@@ -190,6 +193,8 @@ def decode_rle(rle):
 def encode_masks(masks):
     """Binary masks (N, height, width) (numpy or torch, any dtype: nonzero = inside) as a list of N compressed RLE
     dicts {"size": [height, width], "counts": str}."""
+    from pycocotools import mask as mask_utils  # here: run_object_detection reads boxes without it
+
     masks = np.asarray(masks).astype(np.uint8)
     if masks.ndim != 3:
         raise ValueError(f"encode_masks: masks of shape {masks.shape}; expected (N, height, width).")
@@ -215,6 +220,8 @@ def check_instance_records(records, source, load_image):
             10 listed), an image whose size differs from its declared width/height, a polygon outside the image, an
             RLE of another size than the image (see `segmentation_to_rle`), or an empty mask (no pixel).
     """
+    from pycocotools import mask as mask_utils  # here: run_object_detection reads boxes without it
+
     unreadable, negatives = [], 0
     for record in records:
         try:

@@ -60,6 +60,30 @@ def test_two_fim_flags_naming_the_same_token(files, finished_run, capsys):
                                         r"--fim_pad_token '<fim_suffix>'", finished_run, capsys)
 
 
+@pytest.mark.parametrize("token", [" ", "\n", "<fim pad>"])
+def test_fim_token_holding_whitespace(files, finished_run, capsys, token):
+    # Added as a special token, ' ' turned every space of the text into the sentinel and trained on that without a
+    # word (found in the 2026-12-04 break test: 'def f(x): return x' encoded with 4 sentinels).
+    argv = base(files, finished_run, "--fim_pad_token", token)
+    assert_rejected(run_fim.main, argv, rf"--fim_pad_token {token!r} holds whitespace".replace("\\", "\\\\"),
+                    finished_run, capsys)
+
+
+def test_fim_token_that_occurs_in_the_text(files, finished_run, capsys, tmp_path):
+    # A sentinel the data holds would be read as the sentinel itself: named by file, split, row and flag.
+    import json
+
+    rows = files["validation"].read_text().splitlines()
+    row = json.loads(rows[2])
+    row["text"] = row["text"] + "# a <fim_middle> in a comment\n"
+    rows[2] = json.dumps(row)
+    validation = tmp_path / "validation.jsonl"
+    validation.write_text("\n".join(rows) + "\n")
+    argv = replace_flag(base(files, finished_run), "--validation_file", validation)
+    assert_rejected(run_fim.main, argv, rf"{validation} \(validation split, row 3\), column 'text': the text holds "
+                                        r"--fim_middle_token '<fim_middle>'", finished_run, capsys)
+
+
 def test_group_by_length(files, finished_run, capsys):
     assert_rejected(run_fim.main, base(files, finished_run, "--group_by_length"),
                     r"--group_by_length: every block holds --block_size tokens", finished_run, capsys)

@@ -1440,9 +1440,10 @@ def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16
     """Runs the `peers` section: for each task, its four configurations `repeats` times, interleaved (forward, then
     backward order, ...). Appends rows to `<output_dir>/peers/peers.json` and returns the list of rows of this call.
 
-    A row: name, task, side, wall_s (whole process, launcher included), samples_per_s (training examples / wall_s;
-    for clm the blocks ours reports), metric (the task's metric, None when the run failed), other_load (cores used
-    by other processes meanwhile), command, date.
+    A row: name, task, side, repeat (the run's number among that configuration's runs in peers.json), wall_s
+    (whole process, launcher included), train_samples (training examples; for clm the blocks ours reports; the
+    table's samples/s = train_samples / wall_s), metric (the task's metric, None when the run failed), failed,
+    peak_rss_mib, other_load (cores used by other processes meanwhile), command, date.
     """
     root = Path(output_dir) / "peers"
     metrics_dir = peer_metrics_folder(root / "metrics")
@@ -1461,8 +1462,10 @@ def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16
                        for n, s, c in configs]
         for repeat in range(repeats):
             for name, side, command in (configs if repeat % 2 == 0 else configs[::-1]):
-                run_dir = root / "runs" / f"{name}_{repeat + 1}"
-                cache = root / "runs" / f"{name}_{repeat + 1}.datasets_cache"
+                # a rerun into the same output_dir adds runs (numbered after the earlier ones) to peers.json
+                number = sum(r["name"] == name for r in rows) + 1
+                run_dir = root / "runs" / f"{name}_{number}"
+                cache = root / "runs" / f"{name}_{number}.datasets_cache"
                 shutil.rmtree(cache, ignore_errors=True)
                 cwd = metrics_dir if side == "peer" else REPO
                 wrapped = ["env", "-C", str(cwd), f"HF_DATASETS_CACHE={cache}"] + command
@@ -1473,12 +1476,12 @@ def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16
                 train_samples = spec["train_samples"]
                 if train_samples is None and results is not None and side == "ours":
                     train_samples = results.get("train_samples")
-                row = {"name": name, "task": task, "side": side, "repeat": repeat + 1, "wall_s": round(wall, 1),
+                row = {"name": name, "task": task, "side": side, "repeat": number, "wall_s": round(wall, 1),
                        "train_samples": train_samples, "metric": metric, "failed": results is None,
                        "peak_rss_mib": round(peak_mib), "other_load": round(other_load, 2),
                        "command": " ".join(command).replace(str(REPO) + "/", ""),
                        "date": datetime.datetime.now().isoformat(timespec="seconds")}
-                print(f"[bench] {name} #{repeat + 1}: wall {wall:.1f} s, metric {metric}, other load "
+                print(f"[bench] {name} #{number}: wall {wall:.1f} s, metric {metric}, other load "
                       f"{other_load:.2f}", flush=True)
                 rows.append(row)
                 new_rows.append(row)

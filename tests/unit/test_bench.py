@@ -3,6 +3,7 @@
 table shows each script's eval metric."""
 
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -103,3 +104,158 @@ def test_fp32_only_host_runs_the_best_rows_without_bf16():
     for name in ("bf16", "bf16_no_pad8", "bf16_fast_dropout"):
         assert adapted[name] == original[name], name
     assert bench.for_this_host(configs, bf16_native=True) == configs
+
+
+# ---- section `peers`: transformers' own scripts against ours (issue 38, item 0)
+
+
+def test_mrpc_to_csv_keeps_the_text_and_labels_of_the_first_pairs(tmp_path):
+    # GLUE's MRPC .tsv: a BOM, and quotes that are part of the text (csv's default quoting would eat them).
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                   '1\t1\t2\tHe said " yes " , twice .\tHe said yes .\n'
+                   "0\t3\t4\tA, b\tc\n"
+                   "1\t5\t6\tthird\tpair\n", encoding="utf-8")
+    assert bench.mrpc_to_csv(tsv, tmp_path / "out.csv", limit=2) == 2
+    import csv
+
+    with open(tmp_path / "out.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows == [{"sentence1": 'He said " yes " , twice .', "sentence2": "He said yes .", "label": "1"},
+                    {"sentence1": "A, b", "sentence2": "c", "label": "0"}]
+    tsv.write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\nyes\t1\t2\ta\tb\n")
+    with pytest.raises(ValueError, match="train.tsv, line 2"):
+        bench.mrpc_to_csv(tsv, tmp_path / "bad.csv")
+
+
+def test_conll_and_squad_and_swag_conversions(tmp_path):
+    conll = tmp_path / "train.txt"
+    conll.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n"
+                     "Blackburn NNP I-NP I-PER\n\nThird NN B-NP O\n")
+    assert bench.conll_to_jsonl(conll, tmp_path / "ner.json", limit=2) == 2
+    lines = [json.loads(line) for line in (tmp_path / "ner.json").read_text().splitlines()]
+    assert lines == [{"tokens": ["EU", "rejects"], "ner_tags": ["B-ORG", "O"]},
+                     {"tokens": ["Peter", "Blackburn"], "ner_tags": ["B-PER", "I-PER"]}]
+
+    squad = {"data": [{"title": "T", "paragraphs": [{"context": "Paris is in France.", "qas": [
+        {"id": "q1", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]},
+        {"id": "q2", "question": "What?", "answers": [{"text": "Paris", "answer_start": 0}]}]}]}]}
+    (tmp_path / "squad.json").write_text(json.dumps(squad))
+    assert bench.squad_to_flat(tmp_path / "squad.json", tmp_path / "peer.json", tmp_path / "ours.jsonl", 1) == 1
+    peer = json.loads((tmp_path / "peer.json").read_text())["data"]  # load_dataset("json", field="data")
+    ours = [json.loads(line) for line in (tmp_path / "ours.jsonl").read_text().splitlines()]
+    assert peer == ours == [{"id": "q1", "title": "T", "context": "Paris is in France.", "question": "Where?",
+                             "answers": {"text": ["France"], "answer_start": [12]}}]
+    assert peer[0]["context"][12:18] == "France"
+
+    (tmp_path / "cosmos.csv").write_text("id,context,question,answer0,answer1,answer2,answer3,label\n"
+                                         'x,"A, context",Why?,a,b,c,d,2\ny,ctx,How?,e,f,g,h,0\n')
+    assert bench.cosmos_to_swag(tmp_path / "cosmos.csv", tmp_path / "swag.csv") == 2
+    import csv
+
+    with open(tmp_path / "swag.csv", newline="") as f:
+        first = next(csv.DictReader(f))
+    assert first == {"sent1": "A, context", "sent2": "Why?", "ending0": "a", "ending1": "b", "ending2": "c",
+                     "ending3": "d", "label": "2"}
+
+
+def test_peer_metrics_folder_links_every_metric_the_peers_load(tmp_path):
+    folder = bench.peer_metrics_folder(tmp_path / "metrics")
+    bench.peer_metrics_folder(tmp_path / "metrics")  # a second time: the links are replaced, no error
+    for name in bench.PEER_METRICS:
+        link = folder / name
+        assert link.is_symlink() and link.resolve() == (REPO / "common" / "metrics" / name).resolve()
+        assert (link / f"{name}.py").is_file()  # what evaluate.load(name) imports from a local folder
+    # every evaluate.load("...") of the peers that bench runs is among the links
+    import re
+
+    for script in ("text-classification/run_glue_no_trainer.py", "token-classification/run_ner_no_trainer.py",
+                   "question-answering/run_qa_no_trainer.py", "multiple-choice/run_swag_no_trainer.py"):
+        path = bench.PEERS / script
+        if not path.is_file():
+            pytest.skip(f"{path} not present")
+        names = set(re.findall(r'evaluate\.load\(\s*"(\w+)"', path.read_text()))
+        assert names and names <= set(bench.PEER_METRICS), (script, names)
+
+
+def flag_values(command, start):
+    """{flag: value} of the script flags of a launch command (the tokens after the script path)."""
+    groups = bench.split_flags(command[start:])
+    return {g[0]: g[1] if len(g) == 2 else tuple(g[1:]) for g in groups}
+
+
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs the shared data (SHARED_DATA_DIR)")
+def test_peer_and_ours_get_the_same_data_and_hyper_parameters(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "model_path", lambda: str(tmp_path / "model"))
+    specs = bench.peer_tasks(40, tmp_path / "data", which=("glue", "ner"))
+    assert list(specs) == ["glue", "ner"] and specs["glue"]["train_samples"] == 40
+    assert specs["ner"]["train_samples"] == 40
+    assert len((tmp_path / "data" / "glue" / "train.csv").read_text().strip().splitlines()) == 41  # + header
+    assert len((tmp_path / "data" / "glue" / "validation.csv").read_text().strip().splitlines()) == 409
+    for task, spec in specs.items():
+        configs = bench.peer_configs(task, spec)
+        assert [c[0] for c in configs] == [f"{task}_{n}" for n in ("peer_fp32", "peer_bf16", "ours_plain",
+                                                                    "ours_best")]
+        flags = {}
+        for name, side, command in configs:
+            script = next(i for i, token in enumerate(command) if token.endswith(".py"))
+            launcher = command[:script]
+            assert launcher[launcher.index("--num_cpu_threads_per_process") + 1] == "2"
+            assert launcher[launcher.index("--num_processes") + 1] == "1"
+            assert launcher[launcher.index("--mixed_precision") + 1] == ("bf16" if name.endswith("peer_bf16")
+                                                                         else "no")
+            assert command[script].startswith(str(bench.PEERS) if side == "peer" else str(REPO / "examples"))
+            flags[name] = flag_values(command, script + 1)
+        shared = ["--train_file", "--validation_file", "--model_name_or_path", "--per_device_train_batch_size",
+                  "--per_device_eval_batch_size", "--learning_rate", "--num_train_epochs", "--seed",
+                  "--lr_scheduler_type", "--num_warmup_steps", "--weight_decay", "--max_length"]
+        for flag in shared:
+            values = {name: f.get(flag) for name, f in flags.items()}
+            assert len(set(values.values())) == 1 and None not in values.values(), (task, flag, values)
+        assert flags[f"{task}_peer_fp32"] == flags[f"{task}_peer_bf16"] == flags[f"{task}_ours_plain"]
+        best = flags[f"{task}_ours_best"]
+        assert best["--mixed_precision"] == "bf16" and best["--optim"] == "adamw_torch_fused"
+        assert {k: v for k, v in best.items() if k in flags[f"{task}_ours_plain"]} == flags[f"{task}_ours_plain"]
+    with pytest.raises(ValueError, match="--peer_tasks: unknown"):
+        bench.peer_tasks(40, tmp_path / "data", which=("image",))
+
+
+def test_peers_table_gives_the_ratio_to_the_peers_best_configuration():
+    def peer_row(name, wall, metric, repeat=1, failed=False):
+        return {"name": f"glue_{name}", "task": "glue", "side": name.split("_")[0], "repeat": repeat, "wall_s": wall,
+                "train_samples": 800, "metric": metric, "failed": failed, "other_load": 0.5}
+
+    rows = [peer_row("peer_fp32", 120.0, 0.70), peer_row("peer_fp32", 130.0, 0.70, 2),
+            peer_row("peer_bf16", 90.0, 0.703), peer_row("peer_bf16", 94.0, 0.703, 2),
+            peer_row("ours_plain", 70.0, 0.71), peer_row("ours_best", 45.0, 0.711),
+            peer_row("ours_best", 47.0, 0.711, 2), peer_row("ours_best", 0.0, None, 3, failed=True)]
+    table = bench.peers_table(rows)
+    fp32 = next(line for line in table.splitlines() if line.startswith("| glue | peer_fp32 "))
+    assert [c.strip() for c in fp32.split("|")[3:6]] == ["125.0", "120.0, 130.0", "6.4"]
+    summary = table.splitlines()[-1]
+    # peer's best = bf16 (median 92 s), ours best median 46 s: 2.00x, accuracy 0.703 -> 0.711
+    assert [c.strip() for c in summary.split("|")[1:-1]] == ["glue", "peer_bf16 92.0 s", "46.0 s", "2.00x",
+                                                            "0.703 -> 0.711", "yes", "yes"]
+    clm = [dict(r, task="clm", name=r["name"].replace("glue", "clm"), metric=m) for r, m in
+           zip(rows[:6], (300.0, 300.0, 290.0, 290.0, 250.0, 310.0))]
+    assert bench.peers_table(clm).splitlines()[-1].split("|")[6].strip() == "no"  # perplexity: higher is worse
+
+
+@pytest.mark.slow  # imports five peer scripts and five of ours (about 10 s each on the loaded 2 cores)
+@pytest.mark.skipif(not SHARED_DATA.is_dir() or not bench.PEERS.is_dir(), reason="needs the shared data and peers")
+def test_peer_and_ours_accept_their_command_lines(tmp_path, monkeypatch):
+    # Both sides' own parse_args read the section's flags (nothing launched, no model loaded).
+    monkeypatch.setattr(bench, "model_path", lambda: str(tmp_path / "model"))
+    specs = bench.peer_tasks(16, tmp_path / "data")
+    for task, spec in specs.items():
+        for name, side, command in bench.peer_configs(task, spec):
+            script = next(i for i, token in enumerate(command) if token.endswith(".py"))
+            path, flags = Path(command[script]), command[script + 1:] + ["--output_dir", str(tmp_path / name)]
+            monkeypatch.syspath_prepend(str(path.parent))
+            module = importlib.import_module(path.stem)
+            if side == "peer":  # their parse_args reads sys.argv
+                monkeypatch.setattr(sys, "argv", [str(path)] + flags)
+                args = module.parse_args()
+            else:
+                args = module.parse_args(flags)
+            assert args.seed == 42 and args.num_train_epochs == 1, name

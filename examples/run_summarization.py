@@ -41,14 +41,17 @@ from common.launch import setup_run
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
+from common.reporting import progress_bar
 from common.run import TrainingRun
 from common.sampling import padding_multiple, refuse_padding_flags_with_max_length
 from common.tasks.predictions import write_text_predictions
 from common.tasks.rouge import compute_rouge, lead3_rouge
 from common.tasks.seq2seq import (
     MODEL_TYPES,
+    Generations,
     build_generation_dataloader,
     check_decoder_start_token_id,
+    generate_batch,
     generate_texts,
     generation_diversity,
     ignore_label_padding,
@@ -267,7 +270,7 @@ def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references, 
     rouge metric module (`common/metrics/rouge`: ROUGE F1, see `compute_rouge`).
 
     Every process gathers each batch's generated ids (`gather_for_metrics`: every example once), decodes them
-    (`common.tasks.seq2seq.generate_texts`: in dataset order again, `order` being the DataLoader's order of the
+    (`common.tasks.seq2seq.Generations`: in dataset order again, `order` being the DataLoader's order of the
     examples) and scores them with its own in-memory copy of the metric (`keep_in_memory=True`: no cache file
     shared between processes), so every process returns the same values.
 
@@ -278,8 +281,14 @@ def evaluate(model, dataloader, accelerator, tokenizer, gen_kwargs, references, 
         most_common_generation_share from `generation_diversity`, which warns when most summaries are one text; the
         speed from `Generations.speed`) and the summaries.
     """
+    model.eval()
+    generations = Generations()  # texts, generated lengths and the loop's wall time
+    for batch in progress_bar(dataloader, accelerator, "generate"):  # a bar on the main process
+        # Padded across processes by generate_batch; gather_for_metrics drops the sampler's repeated examples.
+        generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
+        generations.add(generated, tokenizer)  # decoded
     # Generated longest source first (`order`: build_generation_dataloader), back in dataset order here.
-    generations = generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs, order)
+    generations = generations.in_dataset_order(order)
     summaries = generations.texts
     if len(summaries) != len(references):
         raise RuntimeError(f"{len(summaries)} summaries for {len(references)} references.")

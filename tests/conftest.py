@@ -94,6 +94,19 @@ def read_results(output_dir):
     return json.loads((Path(output_dir) / "all_results.json").read_text())
 
 
+def assert_generation_speed(results, n_examples):
+    """The generating scripts' speed keys agree with their definition: `eval_samples_per_second` = examples /
+    `eval_generation_runtime` and `eval_generated_tokens_per_second` = `eval_gen_len` x examples / runtime, the
+    speeds computed from the unrounded seconds while the runtime is written rounded to 3 decimals (so the bounds
+    are those of the true runtime within +-0.0005 s of the written one, each speed rounded to 3 decimals too)."""
+    runtime = results["eval_generation_runtime"]
+    assert runtime > 0
+    low, high = runtime - 0.0005, runtime + 0.0005
+    for key, amount in (("eval_samples_per_second", n_examples),
+                        ("eval_generated_tokens_per_second", results["eval_gen_len"] * n_examples)):
+        assert amount / high - 0.001 <= results[key] <= amount / max(low, 1e-9) + 0.001, (key, results[key], runtime)
+
+
 def train_wordpiece_tokenizer(texts, path, vocab_size=200):
     """A BERT-style (uncased WordPiece) fast tokenizer trained on `texts`, saved to `path`."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers

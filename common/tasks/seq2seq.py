@@ -12,7 +12,7 @@
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from accelerate.logging import get_logger
@@ -307,18 +307,44 @@ def build_generation_dataloader(args, dataset, collate_fn):
 
 @dataclass
 class Generations:
-    """What `generate_texts` returns, in dataset order.
+    """The texts of a generating loop, collected batch by batch (`add`) and put back in dataset order
+    (`in_dataset_order`). The loop itself stays in the script, where `gather_for_metrics` is seen::
+
+        generations = Generations()
+        for batch in progress_bar(dataloader, accelerator, "generate"):
+            generations.add(accelerator.gather_for_metrics(generate_batch(...)), tokenizer)
+        generations = generations.in_dataset_order(order)
 
     Attributes:
         texts: one decoded text per example.
         lengths: tokens generated per example (`generated_lengths`: up to and including the first eos, the
             decoder start token and padding excluded).
-        seconds: wall time of the generation loop on this process (generate, gather, decode; not the metric).
+        seconds: wall time of the generation loop on this process (generate, gather, decode; not the metric),
+            from the creation of the object to `in_dataset_order`.
     """
 
-    texts: list
-    lengths: list
-    seconds: float
+    texts: list = field(default_factory=list)
+    lengths: list = field(default_factory=list)
+    seconds: float = 0.0
+    started: float = field(default_factory=time.perf_counter, repr=False)
+
+    def add(self, generated, tokenizer):
+        """Adds one gathered batch: `generated` (batch, generated length) int token ids, every process's rows
+        (after `accelerator.gather_for_metrics`), decoded with `tokenizer` (`decode_texts`)."""
+        generated = generated.cpu()
+        self.lengths += generated_lengths(generated, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        self.texts += decode_texts(tokenizer, generated)
+
+    def in_dataset_order(self, order=None):
+        """A new `Generations` with the texts and lengths in dataset order (`restore_order`; `order` None: the
+        loop already was in dataset order) and `seconds` measured up to now.
+
+        Raises:
+            ValueError: when `order` and the texts differ in length.
+        """
+        texts, lengths = (self.texts, self.lengths) if order is None else (
+            restore_order(self.texts, order), restore_order(self.lengths, order))
+        return Generations(texts, lengths, time.perf_counter() - self.started)
 
     @property
     def mean_length(self):
@@ -335,9 +361,9 @@ class Generations:
 
 
 def generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs, order=None):
-    """Generates a text (translation, summary) for every example of `dataloader`, on every process
-    (`generate_batch`, then `gather_for_metrics`, which drops the samples the distributed sampler repeated
-    to even out the batches, then `decode_texts`).
+    """Generates a text (translation, summary) for every example of `dataloader`, on every process: the loop
+    of the scripts' `evaluate` (`generate_batch`, then `gather_for_metrics`, which drops the samples the
+    distributed sampler repeated to even out the batches, then `Generations.add`), for their test predictions.
 
     Args:
         order: the dataset order of the DataLoader's examples (`build_generation_dataloader`), or None when the
@@ -348,16 +374,11 @@ def generate_texts(model, dataloader, accelerator, tokenizer, gen_kwargs, order=
         every process, and the loop's wall time.
     """
     model.eval()
-    start = time.perf_counter()
-    texts, lengths = [], []
+    generations = Generations()
     for batch in progress_bar(dataloader, accelerator, "generate"):
-        generated = accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer, gen_kwargs))
-        generated = generated.cpu()
-        lengths += generated_lengths(generated, tokenizer.eos_token_id, tokenizer.pad_token_id)
-        texts += decode_texts(tokenizer, generated)
-    if order is not None:
-        texts, lengths = restore_order(texts, order), restore_order(lengths, order)
-    return Generations(texts, lengths, time.perf_counter() - start)
+        generations.add(accelerator.gather_for_metrics(generate_batch(model, batch, accelerator, tokenizer,
+                                                                      gen_kwargs)), tokenizer)
+    return generations.in_dataset_order(order)
 
 
 def generated_lengths(generated, eos_token_id, pad_token_id):

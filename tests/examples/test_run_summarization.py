@@ -14,7 +14,7 @@ from test_run_translation import source_padding
 
 import run_summarization
 from common.tasks import rouge, seq2seq
-from conftest import launch, read_results
+from conftest import assert_generation_speed, launch, read_results
 
 CONTENT = ["fox", "bird", "king", "queen", "river", "castle", "dragon", "knight", "storm", "ship", "apple", "wolf"]
 FILLER = "the a was is and then it very some of in on at".split()
@@ -188,10 +188,7 @@ def test_bart_learns_to_summarize_on_one_process(data, tmp_path):
     assert results["eval_rougeL"] > results["eval_baseline_rougeL"] + 20
     assert results["train_steps"] == 8 * 40
     # The generation's speed beside the training figures (new tokens: eos included, no padding).
-    runtime = results["eval_generation_runtime"]
-    assert runtime > 0 and results["eval_samples_per_second"] == pytest.approx(N_VALIDATION / runtime, rel=1e-2)
-    assert results["eval_generated_tokens_per_second"] == pytest.approx(
-        results["eval_gen_len"] * N_VALIDATION / runtime, rel=1e-2)
+    assert_generation_speed(results, N_VALIDATION)
 
 
 @pytest.mark.slow

@@ -868,14 +868,14 @@ def check_hub_write_access(whoami, repo_id):
 
 
 def add_helper_output_args(parser):
-    """--output_dir (required) and --overwrite_output_dir for the data-prep helpers in `examples/` that write one
-    checkpoint folder; check them with `check_helper_output_dir`."""
-    parser.add_argument("--output_dir", required=True, help="Checkpoint folder to write.")
+    """--output_dir (required) and --overwrite_output_dir for the helpers in `examples/` (data preparation, weight
+    conversion) that write one folder; check them with `check_helper_output_dir`."""
+    parser.add_argument("--output_dir", required=True, help="Folder to write the output to (new or empty).")
     parser.add_argument("--overwrite_output_dir", action="store_true", help="Write into a non-empty --output_dir.")
 
 
 def check_helper_output_dir(parser, output_dir, overwrite):
-    """For the data-prep helpers in `examples/` that write one checkpoint folder: calls `parser.error` (exit 2,
+    """For the helpers in `examples/` that write one folder: calls `parser.error` (exit 2,
     naming --output_dir) when `output_dir` is an existing file, or a non-empty folder and `overwrite` is false."""
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         parser.error(f"--output_dir {output_dir} is a file; expected a folder (new or empty)")

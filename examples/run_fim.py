@@ -189,17 +189,16 @@ def resolve_fim_token_ids(args, tokenizer):
 def refuse_fim_tokens_in_text(args, raw_datasets, text_column):
     """Refuses text that holds one of the four FIM tokens: a special token is never split, so text holding
     `<fim_middle>` (or, with --fim_pad_token '#', every '#') would be read as the sentinel itself and the block's
-    rearrangement would no longer be the one the loss is taught. Map-style splits are scanned in full (a substring
-    test per row and token: about a second for the standard library's 8.5 M characters); streamed shards are not.
+    rearrangement would no longer be the one the loss is taught. Map-style splits -- the validation file with
+    --streaming too -- are scanned in full (a substring test per row and token: about a second for the standard
+    library's 8.5 M characters); streamed training shards are not (they are read only while training).
 
     Raises:
         ValueError, before training: naming the split's file (or --dataset_name), the 1-based row, the flag and the
             token.
     """
-    if args.streaming:
-        return
     tokens = {flag: getattr(args, flag) for flag in FIM_TOKEN_FLAGS}
-    for split, dataset in raw_datasets.items():
+    for split, dataset in raw_datasets.items():  # (--streaming: the validation file only, common/tasks/lm_data.py)
         source = split_sources(args).get(split)
         for row, text in enumerate(dataset[text_column], start=1):
             for flag, token in tokens.items():
@@ -778,7 +777,7 @@ def training_function(args):
         results.update({f"eval_{key}": value for key, value in infill_metrics.items()},
                        infill_runtime=round(time.perf_counter() - started, 3))  # s; a time, not an eval_ metric
     results.update(block_size=block_size, fim_rate=args.fim_rate, fim_spm_rate=args.fim_spm_rate,
-                   eval_fim_seed=args.eval_fim_seed, fim_tokens_added=added)
+                   fim_eval_seed=args.eval_fim_seed, fim_tokens_added=added)  # settings: no eval_ prefix
     run.save(model, tokenizer, results)  # model and all_results.json first: nothing below can lose them
     if answers is not None and accelerator.is_main_process:
         with open(Path(args.output_dir) / "infill_predictions.jsonl", "w", encoding="utf-8") as file:

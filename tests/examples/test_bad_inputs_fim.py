@@ -69,8 +69,10 @@ def test_fim_token_holding_whitespace(files, finished_run, capsys, token):
                     finished_run, capsys)
 
 
-def test_fim_token_that_occurs_in_the_text(files, finished_run, capsys, tmp_path):
-    # A sentinel the data holds would be read as the sentinel itself: named by file, split, row and flag.
+@pytest.mark.parametrize("streaming", [False, True])
+def test_fim_token_that_occurs_in_the_text(files, finished_run, capsys, tmp_path, streaming):
+    # A sentinel the data holds would be read as the sentinel itself: named by file, split, row and flag. With
+    # --streaming the validation file is still loaded before training and scanned (it was skipped until 2026-12-04).
     import json
 
     rows = files["validation"].read_text().splitlines()
@@ -79,7 +81,10 @@ def test_fim_token_that_occurs_in_the_text(files, finished_run, capsys, tmp_path
     rows[2] = json.dumps(row)
     validation = tmp_path / "validation.jsonl"
     validation.write_text("\n".join(rows) + "\n")
-    argv = replace_flag(base(files, finished_run), "--validation_file", validation)
+    argv = replace_flag(base(files, finished_run, *(["--streaming"] if streaming else [])), "--validation_file",
+                        validation)
+    if streaming:  # --streaming counts steps, not epochs
+        del argv[argv.index("--num_train_epochs"):argv.index("--num_train_epochs") + 2]
     assert_rejected(run_fim.main, argv, rf"{validation} \(validation split, row 3\), column 'text': the text holds "
                                         r"--fim_middle_token '<fim_middle>'", finished_run, capsys)
 

@@ -73,6 +73,9 @@ def test_fim_tokens_added_training_learns_and_infilling_is_scored(trained, files
 
     output_dir, results, stdout = trained
     assert results["fim_tokens_added"] == FIM_TOKENS
+    # the run's FIM settings are recorded unprefixed; eval_ keys are measurements only (eval_fim_seed was one)
+    assert (results["fim_rate"], results["fim_eval_seed"]) == (0.5, 42) and "eval_fim_seed" not in results
+    assert all(isinstance(value, (int, float)) for key, value in results.items() if key.startswith("eval_"))
     assert "FIM tokens added to the tokenizer (and the embedding matrix): <fim_prefix>" in stdout
     tokenizer = AutoTokenizer.from_pretrained(output_dir)  # saved with the four tokens, each one id
     assert all(len(tokenizer(token, add_special_tokens=False)["input_ids"]) == 1 for token in FIM_TOKENS)

@@ -491,10 +491,13 @@ def normalise_whitespace(text):
 
 
 def cut_answer(text, middle):
-    """The part of a generated `text` that answers for `middle` (from `infill_case`): as many line breaks as the
-    middle holds and the line after the last of them, i.e. `text` up to its next line break (a generated middle does
-    not stop by itself: training middles run to the end of their block)."""
-    return "\n".join(text.split("\n")[: middle.count("\n") + 1])
+    """The part of a generated `text` that answers for `middle` (from `infill_case`): from its first non-blank
+    character, as many lines as the middle holds from its own first non-blank character, i.e. up to the line break
+    that would end the span (a generated middle does not stop by itself: training middles run to the end of their
+    block). Leading whitespace is skipped on both sides because the comparison (`normalise_whitespace`) ignores it:
+    a model that writes the span's lines but not the line break before them (`"y = b"` for `"\ny = b"`) is cut
+    after one line, not two."""
+    return "\n".join(text.lstrip().split("\n")[: middle.lstrip().count("\n") + 1])
 
 
 def greedy_generate(model, prompts, max_new_tokens, pad_token_id, width, batch_size):

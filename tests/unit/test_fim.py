@@ -180,9 +180,12 @@ def test_infill_case_cuts_whole_inner_lines():
     assert run_fim.infill_case("one\ntwo\n", rng, 1) is None
     assert run_fim.infill_case("one\ntwo\nthree", rng, 1) == ("one", "\ntwo", "\nthree")
     assert run_fim.normalise_whitespace("  return   x\n\n") == "return x"
-    # a generated answer is cut where its span ends: as many line breaks as the middle, up to the next one
-    assert run_fim.cut_answer("\n    return x\n    y = 2\n", "\n    return x") == "\n    return x"
-    assert run_fim.cut_answer("\na\n\nb\nc", "\nx\n") == "\na\n"
+    # a generated answer is cut where its span ends: from its first non-blank character, as many lines as the middle
+    assert run_fim.cut_answer("\n    return x\n    y = 2\n", "\n    return x") == "return x"
+    assert run_fim.cut_answer("\na\n\nb\nc", "\nx\n") == "a\n"
+    assert run_fim.cut_answer("\na\nb\nc", "\nx\ny") == "a\nb"
+    # the right lines without the line break before them are still the span (was cut to "y = b\nend a b")
+    assert run_fim.cut_answer("y = b\nend a b\n", "\ny = b") == "y = b"
     assert run_fim.cut_answer("):  # more", "\nreturn x") == "):  # more"
 
 

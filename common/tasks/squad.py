@@ -16,6 +16,7 @@ data, turning a model's start/end logits into answers, and the official SQuAD v1
 
 import collections
 import json
+import math
 import re
 import string
 
@@ -289,8 +290,9 @@ def validate_qa_args(args):
 
     Raises:
         ValueError: naming the flag: --use_slow_tokenizer (offsets need a fast tokenizer), a missing
-            --validation_file, --doc_stride >= --max_seq_length, non-positive sizes, --do_predict
-            without test data, --group_by_length or --pad_to_multiple_of with --pad_to_max_length.
+            --validation_file, --doc_stride >= --max_seq_length, non-positive sizes, a non-finite
+            --null_score_diff_threshold, --do_predict without test data, --group_by_length or --pad_to_multiple_of
+            with --pad_to_max_length.
     """
     if args.use_slow_tokenizer:
         raise ValueError(
@@ -306,6 +308,11 @@ def validate_qa_args(args):
         raise ValueError(
             f"--doc_stride {args.doc_stride} must be smaller than --max_seq_length {args.max_seq_length} (it is the "
             "number of context tokens two consecutive features share)."
+        )
+    if not math.isfinite(args.null_score_diff_threshold):  # argparse's float() takes nan, inf and -inf
+        raise ValueError(
+            f"--null_score_diff_threshold {args.null_score_diff_threshold}: expected a finite number (a null score "
+            "above it means no answer: nan and inf would never predict no answer, -inf always)."
         )
     if args.test_file is not None:  # a test file given is a test file to predict (it used to be ignored silently)
         args.do_predict = True

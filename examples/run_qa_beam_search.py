@@ -3,7 +3,8 @@
 Task: given a question and a context paragraph, predict the answer span in the context (SQuAD v2.0: or that there
 is none), with `XLNetForQuestionAnswering` (Yang et al. 2019): the head proposes the `start_n_top` most likely start
 tokens, for each of them the `end_n_top` most likely end tokens (the end conditioned on the start), and a logit
-`cls_logits` that the context holds no answer. Spans are ranked by start + end log-probability; with
+`cls_logits` that the context holds no answer. Spans are ranked by log p(start) + log p(end) (the head's
+`*_top_log_probs` are softmax probabilities: common/tasks/squad.py logs them); with
 --version_2_with_negative a question is answered "" when its `cls_logits` (the minimum over its features) exceeds
 --null_score_diff_threshold. Data, features and metrics are those of `examples/run_qa.py` (common/tasks/squad.py):
 a Hub dataset or local SQuAD JSON / JSON Lines files; long contexts split into overlapping features

@@ -16,6 +16,7 @@ data, turning a model's start/end logits into answers, and the official SQuAD v1
 
 import collections
 import json
+import math
 import re
 import string
 
@@ -289,8 +290,9 @@ def validate_qa_args(args):
 
     Raises:
         ValueError: naming the flag: --use_slow_tokenizer (offsets need a fast tokenizer), a missing
-            --validation_file, --doc_stride >= --max_seq_length, non-positive sizes, --do_predict
-            without test data, --group_by_length or --pad_to_multiple_of with --pad_to_max_length.
+            --validation_file, --doc_stride >= --max_seq_length, non-positive sizes, a non-finite
+            --null_score_diff_threshold, --do_predict without test data, --group_by_length or --pad_to_multiple_of
+            with --pad_to_max_length.
     """
     if args.use_slow_tokenizer:
         raise ValueError(
@@ -306,6 +308,11 @@ def validate_qa_args(args):
         raise ValueError(
             f"--doc_stride {args.doc_stride} must be smaller than --max_seq_length {args.max_seq_length} (it is the "
             "number of context tokens two consecutive features share)."
+        )
+    if not math.isfinite(args.null_score_diff_threshold):  # argparse's float() takes nan, inf and -inf
+        raise ValueError(
+            f"--null_score_diff_threshold {args.null_score_diff_threshold}: expected a finite number (a null score "
+            "above it means no answer: nan and inf would never predict no answer, -inf always)."
         )
     if args.test_file is not None:  # a test file given is a test file to predict (it used to be ignored silently)
         args.do_predict = True
@@ -849,48 +856,77 @@ def postprocess_qa_predictions(examples, features, all_start_logits, all_end_log
     return predictions, nbest_json, null_odds
 
 
-def postprocess_beam_search_predictions(examples, features, start_top_log_probs, start_top_index, end_top_log_probs,
+# The smallest positive float64: a probability that underflowed to 0 in the head's softmax is scored log(tiny)
+# (about -708), the worst possible span, instead of -inf (which would make the n-best softmax nan and write
+# -Infinity, not JSON, to nbest_predictions.json).
+MIN_PROBABILITY = float(np.finfo(np.float64).tiny)
+
+
+def log_probabilities(probabilities, name):
+    """log(p) of one feature's row of the beam-search head's probabilities (float64), p = 0 floored to
+    `MIN_PROBABILITY`.
+
+    Raises:
+        ValueError: for a negative or nan p (`name` says which output): log-probabilities passed where the head's
+            softmax probabilities are expected.
+    """
+    p = np.asarray(probabilities, dtype=np.float64)
+    if not np.all(p >= 0.0):  # also nan
+        raise ValueError(f"{name} holds {p[~(p >= 0.0)][0]}: expected the probabilities (softmax, in [0, 1]) that "
+                         "XLNetForQuestionAnswering returns under the names start_top_log_probs / end_top_log_probs.")
+    return np.log(np.maximum(p, MIN_PROBABILITY))
+
+
+def postprocess_beam_search_predictions(examples, features, start_top_probs, start_top_index, end_top_probs,
                                         end_top_index, cls_logits, version_2_with_negative=False, n_best_size=20,
                                         max_answer_length=30, null_score_diff_threshold=0.0,
                                         context_column="context"):
     """Turns the beam-search outputs of XLNet's question-answering head (`XLNetForQuestionAnswering` in eval mode)
     into answer texts, one per example (question).
 
-    The head proposes, per feature, `start_n_top` start positions with their log-probabilities and, for each of
-    them, `end_n_top` end positions (the end distribution is conditioned on the start: Yang et al. 2019, XLNet,
-    section on SQuAD; `end_top_*[i * end_n_top + j]` belongs to start candidate i). A span is scored
-    start_log_prob + end_log_prob (a log-probability of the span); spans outside the context (offset None, or
-    beyond the feature), with end < start or longer than `max_answer_length` tokens are skipped; the spans of all
-    the example's features are ranked, one entry per distinct character span (its best score), and the best
-    `n_best_size` kept. SQuAD v2.0: `cls_logits` is the head's logit that the feature holds no answer; the
-    example's null score is its minimum over the features (the feature most sure that it holds the answer), and
-    the prediction is "" when that null score > `null_score_diff_threshold` (0.0: probability 1/2), or when no
-    valid span exists.
+    The head proposes, per feature, `start_n_top` start positions with their probabilities and, for each of them,
+    `end_n_top` end positions with theirs (the end distribution is conditioned on the start: Yang et al. 2019,
+    XLNet, section on SQuAD; `end_top_*[i * end_n_top + j]` belongs to start candidate i). transformers names these
+    outputs `start_top_log_probs` / `end_top_log_probs`, but they are softmax probabilities (modeling_xlnet.py:
+    `start_log_probs = nn.functional.softmax(start_logits, dim=-1)`, then `torch.topk`), not log-probabilities.
+    A span is scored log p(start) + log p(end), the log of the span's probability p(start) * p(end | start);
+    transformers' own post-processing (utils_qa.py, run_qa_beam_search_no_trainer.py) adds the probabilities
+    themselves, which ranks a sure start with an unlikely end (0.9 + 0.01) above a likely pair (0.45 + 0.4): here
+    the log of the product is scored (0.009 < 0.18). A probability of 0 counts as `MIN_PROBABILITY`. Spans outside
+    the context (offset None, or beyond the feature), with end < start or longer than `max_answer_length` tokens
+    are skipped; the spans of all the example's features are ranked, one entry per distinct character span (its
+    best score), and the best `n_best_size` kept. SQuAD v2.0: `cls_logits` is the head's logit that the feature
+    holds no answer (not compared with the span scores); the example's null score is its minimum over the features
+    (the feature most sure that it holds the answer), and the prediction is "" when that null score >
+    `null_score_diff_threshold` (0.0: probability 1/2), or when no valid span exists.
 
     Args:
         examples: rows (dicts or a `datasets.Dataset`) with "id" and `context_column`.
         features: rows with "example_id" and "offset_mapping" ((start, end) characters for context tokens, None
             otherwise), in the order of the output rows.
-        start_top_log_probs, start_top_index: per feature, `start_n_top` values (arrays or lists).
-        end_top_log_probs, end_top_index: per feature, `start_n_top * end_n_top` values.
+        start_top_probs, start_top_index: per feature, `start_n_top` values (arrays or lists): the head's
+            `start_top_log_probs` (probabilities) and `start_top_index`.
+        end_top_probs, end_top_index: per feature, `start_n_top * end_n_top` values: the head's
+            `end_top_log_probs` (probabilities) and `end_top_index`.
         cls_logits: per feature, one value.
 
     Returns:
         (predictions, nbest, null_odds): {id: answer text}; {id: up to n_best_size dicts with text, probability
-        (softmax over the listed span scores), start_log_prob, end_log_prob, offsets [start, end] in characters};
-        {id: null score} for v2 (inf when no valid span was found), None for v1.
+        (softmax over the listed span scores: the spans' p(start) * p(end) renormalised over the list),
+        start_log_prob and end_log_prob (natural logs of the head's probabilities), offsets [start, end] in
+        characters}; {id: null score} for v2 (inf when no valid span was found), None for v1.
 
     Raises:
-        ValueError: when the number of output rows differs from the number of features, or the end candidates
-            are not a multiple of the start candidates.
+        ValueError: when the number of output rows differs from the number of features, the end candidates
+            are not a multiple of the start candidates, or a probability is negative (log-probabilities given).
     """
     example_ids = features["example_id"] if hasattr(features, "column_names") else [f["example_id"] for f in features]
     offset_mappings = (features["offset_mapping"] if hasattr(features, "column_names")
                        else [f["offset_mapping"] for f in features])
-    rows = [start_top_log_probs, start_top_index, end_top_log_probs, end_top_index, cls_logits]
+    rows = [start_top_probs, start_top_index, end_top_probs, end_top_index, cls_logits]
     if any(len(r) != len(example_ids) for r in rows):
-        raise ValueError(f"Got {[len(r) for r in rows]} output rows (start/end log-probs and indexes, cls_logits) for "
-                         f"{len(example_ids)} features.")
+        raise ValueError(f"Got {[len(r) for r in rows]} output rows (start/end probabilities and indexes, "
+                         f"cls_logits) for {len(example_ids)} features.")
     start_n_top = len(start_top_index[0]) if len(example_ids) else 0
     if start_n_top and len(end_top_index[0]) % start_n_top:
         raise ValueError(f"{len(end_top_index[0])} end candidates per feature are not a multiple of the "
@@ -911,11 +947,13 @@ def postprocess_beam_search_predictions(examples, features, start_top_log_probs,
             offsets = offset_mappings[f]
             null_score = float(cls_logits[f])
             min_null_score = null_score if min_null_score is None else min(min_null_score, null_score)
+            start_log_probs = log_probabilities(start_top_probs[f], "start_top_probs")
+            end_log_probs = log_probabilities(end_top_probs[f], "end_top_probs")
             for i in range(start_n_top):
-                start_index, start_log_prob = int(start_top_index[f][i]), float(start_top_log_probs[f][i])
+                start_index, start_log_prob = int(start_top_index[f][i]), float(start_log_probs[i])
                 for j in range(end_n_top):
                     k = i * end_n_top + j
-                    end_index, end_log_prob = int(end_top_index[f][k]), float(end_top_log_probs[f][k])
+                    end_index, end_log_prob = int(end_top_index[f][k]), float(end_log_probs[k])
                     if start_index >= len(offsets) or end_index >= len(offsets):
                         continue  # padding
                     if offsets[start_index] is None or offsets[end_index] is None:
@@ -923,7 +961,7 @@ def postprocess_beam_search_predictions(examples, features, start_top_log_probs,
                     if end_index < start_index or end_index - start_index + 1 > max_answer_length:
                         continue
                     span = (offsets[start_index][0], offsets[end_index][1])
-                    score = start_log_prob + end_log_prob
+                    score = start_log_prob + end_log_prob  # log(p(start) * p(end | start))
                     if span not in spans or score > spans[span]["score"]:
                         spans[span] = {"offsets": span, "score": score, "start_log_prob": start_log_prob,
                                        "end_log_prob": end_log_prob}

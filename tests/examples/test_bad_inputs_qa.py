@@ -186,6 +186,15 @@ def test_doc_stride_not_below_max_seq_length(tiny_model, good, finished_run, cap
                     capsys)
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_null_score_diff_threshold_not_finite(tiny_model, good, finished_run, capsys, value):
+    # argparse's float() takes them; "=" because argparse reads a separate "-inf" as an option
+    argv = base(tiny_model, good["train"], good["validation"], finished_run, "--version_2_with_negative",
+                f"--null_score_diff_threshold={value}")
+    assert_rejected(run_qa.main, argv, rf"--null_score_diff_threshold {value}: expected a finite number",
+                    finished_run, capsys)
+
+
 def test_question_leaves_no_room_for_the_context(tiny_model, good, finished_run, tmp_path, squad, capsys):
     broken = copy.deepcopy(squad)
     first_qa(broken)["question"] = " ".join(["where did anna move to"] * 8)

@@ -17,7 +17,9 @@ FEATURES = [{"example_id": "q1", "offset_mapping": OFFSETS_A}, {"example_id": "q
             {"example_id": "q2", "offset_mapping": OFFSETS_A}]
 EXAMPLES = [{"id": "q1", "context": CONTEXT}, {"id": "q2", "context": CONTEXT}]
 
-# start_n_top = 2, end_n_top = 2: end candidates [i * 2 + j] belong to start candidate i.
+# start_n_top = 2, end_n_top = 2: end candidates [i * 2 + j] belong to start candidate i. The head returns
+# probabilities (softmax; transformers calls them start_top_log_probs / end_top_log_probs): the values below are
+# exp of the log-probabilities in the comments, so the scores are the sums of those log-probabilities.
 START_INDEX = [[5, 2], [2, 3], [4, 0]]
 START_LOG_PROBS = [[-0.1, -2.5], [-0.5, -1.5], [-0.2, -0.4]]
 END_INDEX = [[5, 6, 5, 0],  # a: start 5 -> ends 5, 6; start 2 -> ends 5, 0 (0: the question)
@@ -26,8 +28,15 @@ END_INDEX = [[5, 6, 5, 0],  # a: start 5 -> ends 5, 6; start 2 -> ends 5, 0 (0: 
 END_LOG_PROBS = [[-0.2, -1.0, -0.3, -0.5], [-0.6, -0.05, -0.1, -0.01], [-0.1, -0.2, -0.3, -0.3]]
 
 
+def exp(rows):
+    return [[math.exp(v) for v in row] for row in rows]
+
+
+START_PROBS, END_PROBS = exp(START_LOG_PROBS), exp(END_LOG_PROBS)
+
+
 def outputs(cls_logits):
-    return START_LOG_PROBS, START_INDEX, END_LOG_PROBS, END_INDEX, cls_logits
+    return START_PROBS, START_INDEX, END_PROBS, END_INDEX, cls_logits
 
 
 def softmax(scores):
@@ -46,7 +55,9 @@ def test_v1_spans_ranked_by_log_probability_across_features_one_entry_per_span()
     assert predictions == {"q1": "paris", "q2": "to"}  # q2: (4,4) -0.3 beats (4,5) "to paris" -0.4
     expected = [("paris", -0.1, -0.2), ("paris today", -0.5, -0.05), ("today", -1.5, -0.1),
                 ("anna moved to paris", -2.5, -0.3)]
-    assert [(c["text"], c["start_log_prob"], c["end_log_prob"]) for c in nbest["q1"]] == expected
+    assert [c["text"] for c in nbest["q1"]] == [text for text, _, _ in expected]
+    assert [(c["start_log_prob"], c["end_log_prob"]) for c in nbest["q1"]] == [
+        (pytest.approx(s), pytest.approx(e)) for _, s, e in expected]
     probabilities = softmax([s + e for _, s, e in expected])
     assert [c["probability"] for c in nbest["q1"]] == pytest.approx(probabilities)
     assert [c["offsets"] for c in nbest["q1"]] == [[14, 19], [14, 25], [20, 25], [0, 19]]
@@ -84,7 +95,7 @@ def test_v2_null_score_is_the_minimum_cls_logit_over_features_against_the_thresh
 def test_no_valid_span_is_no_answer_with_infinite_null_odds():
     features = [{"example_id": "q1", "offset_mapping": [None] * 9}]
     predictions, nbest, null_odds = postprocess_beam_search_predictions(
-        EXAMPLES[:1], features, [[-0.1, -0.2]], [[1, 2]], [[-0.1] * 4], [[2, 3, 4, 5]], [-3.0],
+        EXAMPLES[:1], features, [[0.6, 0.3]], [[1, 2]], [[0.2] * 4], [[2, 3, 4, 5]], [-3.0],
         version_2_with_negative=True)
     assert predictions == {"q1": ""} and nbest == {"q1": []} and null_odds == {"q1": float("inf")}
 
@@ -93,9 +104,38 @@ def test_row_counts_are_checked():
     with pytest.raises(ValueError, match=r"output rows .* for 3 features"):
         postprocess_beam_search_predictions(EXAMPLES, FEATURES, *outputs([0.0, 0.0]))
     with pytest.raises(ValueError, match="not a multiple of the 2 start candidates"):
-        postprocess_beam_search_predictions(EXAMPLES, FEATURES, START_LOG_PROBS, START_INDEX,
-                                            [row[:3] for row in END_LOG_PROBS], [row[:3] for row in END_INDEX],
+        postprocess_beam_search_predictions(EXAMPLES, FEATURES, START_PROBS, START_INDEX,
+                                            [row[:3] for row in END_PROBS], [row[:3] for row in END_INDEX],
                                             [0.0, 0.0, 0.0])
+
+
+def test_spans_scored_by_the_product_of_the_head_probabilities_not_their_sum():
+    """XLNetForQuestionAnswering's start_top_log_probs / end_top_log_probs are softmax probabilities. Span A
+    "anna" (start 2, end 2): 0.9 and 0.01, sum 0.91, product 0.009; span B "moved to paris" (start 3, end 5):
+    0.45 and 0.4, sum 0.85, product 0.18. Summing the probabilities (transformers' utils_qa.py) picks A; the span's
+    probability p(start) * p(end | start) picks B."""
+    features = [{"example_id": "q1", "offset_mapping": OFFSETS_A}]
+    predictions, nbest, _ = postprocess_beam_search_predictions(
+        EXAMPLES[:1], features, [[0.9, 0.45]], [[2, 3]], [[0.01, 0.0, 0.4, 0.0]], [[2, 0, 5, 1]], [0.0])
+    assert predictions == {"q1": "moved to paris"}
+    assert [c["text"] for c in nbest["q1"]] == ["moved to paris", "anna"]
+    b, a = nbest["q1"]
+    assert (b["start_log_prob"], b["end_log_prob"]) == (pytest.approx(math.log(0.45)), pytest.approx(math.log(0.4)))
+    assert (a["start_log_prob"], a["end_log_prob"]) == (pytest.approx(math.log(0.9)), pytest.approx(math.log(0.01)))
+    assert b["probability"] == pytest.approx(0.18 / (0.18 + 0.009))
+
+
+def test_zero_probability_is_floored_and_log_probabilities_are_refused():
+    # A probability that underflowed to 0 is the worst span, with a finite score (JSON-writable), not -inf.
+    features = [{"example_id": "q1", "offset_mapping": OFFSETS_A}]
+    _, nbest, _ = postprocess_beam_search_predictions(
+        EXAMPLES[:1], features, [[0.5, 0.0]], [[2, 3]], [[0.5, 0.0]], [[2, 3]], [0.0])
+    assert [c["text"] for c in nbest["q1"]] == ["anna", "moved"]
+    assert all(math.isfinite(c["start_log_prob"]) and math.isfinite(c["probability"]) for c in nbest["q1"])
+    assert nbest["q1"][1]["start_log_prob"] < -700
+    with pytest.raises(ValueError, match=r"start_top_probs holds -0\.1: expected the probabilities"):
+        postprocess_beam_search_predictions(EXAMPLES, FEATURES, *(START_LOG_PROBS, START_INDEX, END_PROBS,
+                                                                  END_INDEX, [0.0, 0.0, 0.0]))
 
 
 def test_answer_mask_opens_the_context_and_cls_only():

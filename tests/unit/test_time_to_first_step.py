@@ -14,8 +14,8 @@ import time_to_first_step as ttfs  # noqa: E402
 PAUSING = """import os, sys, time
 time.sleep({delay})
 assert os.environ["EXAMPLES_PAUSE_AT"] == "after_step 1", os.environ["EXAMPLES_PAUSE_AT"]
+open(sys.argv[1], "w").write(str(os.getpid()))  # before the pause file: the bench kills the run once it sees that
 open(os.environ["EXAMPLES_PAUSE_FILE"], "w").write("after_step 1\\n")
-open(sys.argv[1], "w").write(str(os.getpid()))
 while True:
     time.sleep(0.01)
 """

@@ -42,6 +42,7 @@ per category present in the image, score 1. `predictions.json` holds the validat
 import argparse
 import json
 import os
+import re
 from pathlib import Path
 
 import datasets
@@ -322,28 +323,43 @@ def parse_id2label(text):
     """--id2label: a JSON file or JSON text {class id: name}. Returns {int id: str name}.
 
     Raises:
-        ValueError: naming --id2label when the file is not UTF-8, the JSON cannot be read or is not a non-empty
-            object, a key is not an integer in 0..255 or a name is not a string.
+        ValueError: naming --id2label and the key or name: the file is not UTF-8, the JSON cannot be read or is
+            not a non-empty object, a key is repeated, a key is not written in digits ("7", not "-1", " 1" or
+            "1_0", which `int` reads), two keys are the same id ("1" and "01"), an id is not in 0..255, a name is
+            not a string, is empty or blank, or is given to two ids (names become the model's labels).
     """
     source = read_flag_file("--id2label", text) if os.path.isfile(text) else text
-    try:
-        mapping = json.loads(source)
+    try:  # as (key, value) pairs: `json.loads` would keep only the last of a repeated key
+        pairs = json.loads(source, object_pairs_hook=JsonPairs)
     except json.JSONDecodeError as error:
         raise ValueError(f"--id2label {text}: neither a JSON file nor JSON text ({error}); expected an object "
                          "{class id: name}.") from None
-    if not isinstance(mapping, dict) or not mapping:
+    if not isinstance(pairs, JsonPairs) or not pairs:
         raise ValueError(f"--id2label {text}: expected a non-empty JSON object {{class id: name}}.")
-    result = {}
-    for key, value in mapping.items():
-        try:
-            class_id = int(key)
-        except ValueError:
-            raise ValueError(f"--id2label {text}: key {key!r} is not an integer class id.") from None
+    result, keys, ids_of_name = {}, {}, {}
+    for key, value in pairs:
+        if not re.fullmatch(r"[0-9]+", key):
+            raise ValueError(f"--id2label {text}: key {key!r} is not an integer class id (expected digits only, "
+                             "e.g. \"7\").")
+        class_id = int(key)
         if not 0 <= class_id <= 255 or not isinstance(value, str):
             raise ValueError(f"--id2label {text}: {key!r}: {value!r}; expected a class id in 0..255 (an 8-bit "
                              "channel) and a name.")
-        result[class_id] = value
+        if class_id in result:
+            what = "is repeated" if keys[class_id] == key else f"and {keys[class_id]!r} are the same class id"
+            raise ValueError(f"--id2label {text}: key {key!r} {what}; expected each class id once.")
+        if not value.strip():
+            raise ValueError(f"--id2label {text}: {key!r}: {value!r}; expected a non-empty name.")
+        if value in ids_of_name:
+            raise ValueError(f"--id2label {text}: the name {value!r} is given to class ids {ids_of_name[value]} and "
+                             f"{class_id}; expected one name per class (names become the model's labels).")
+        result[class_id], keys[class_id], ids_of_name[value] = value, key, class_id
     return result
+
+
+class JsonPairs(list):
+    """A JSON object as its (key, value) pairs in file order (`json.loads(..., object_pairs_hook=JsonPairs)`), so
+    that a repeated key is seen."""
 
 
 def label_map_column(value, where):

@@ -499,7 +499,7 @@ class TrainTransform:
 
 class EvalTransform:
     """Decode to RGB, then the image processor. Also returns `extent` = (height, width) of the resized image inside
-    the input and (height, width) of the input (the rest is padding), and the example's index."""
+    the input (the rest is padding), and the example's index."""
 
     def __init__(self, image_processor):
         self.image_processor = image_processor
@@ -510,24 +510,30 @@ class EvalTransform:
         pixel_mask = encoded.get("pixel_mask")
         pixel_mask = pixel_mask[0] if pixel_mask is not None else torch.ones(pixel_values.shape[-2:], dtype=torch.long)
         return {"pixel_values": pixel_values, "pixel_mask": pixel_mask,
-                "extent": torch.tensor([*resized_extent(pixel_mask), *pixel_values.shape[-2:]]), "index": index}
+                "extent": torch.tensor(resized_extent(pixel_mask)), "index": index}
 
 
 def collate_fn(examples):
     """Stacks examples into {"pixel_values": (batch, 3, H, W), "pixel_mask": (batch, H, W) long, and "mask_labels" /
-    "class_labels": lists of per-image tensors (training) or "extent": (batch, 4) and "index": (batch,) long
+    "class_labels": lists of per-image tensors (training) or "extent": (batch, 2) and "index": (batch,) long
     (evaluation)}.
 
-    Raises:
-        ValueError: when the images of one batch have different sizes (pass --image_size).
+    Images of different input sizes (a processor that keeps aspect ratios, e.g. a checkpoint's shortest/longest
+    edge, without --image_size) are padded bottom and right to the batch's largest height and width, `pixel_mask` 0
+    and `mask_labels` 0 on the padding: what the image processor's own padding of a batch does.
     """
-    shapes = {tuple(e["pixel_values"].shape[-2:]) for e in examples}
-    if len(shapes) > 1:
-        raise ValueError(f"Images of different input sizes {sorted(shapes)} in one batch: pass --image_size.")
-    batch = {"pixel_values": torch.stack([e["pixel_values"] for e in examples]),
-             "pixel_mask": torch.stack([e["pixel_mask"] for e in examples])}
+    height = max(e["pixel_values"].shape[-2] for e in examples)
+    width = max(e["pixel_values"].shape[-1] for e in examples)
+    pixel_values = torch.zeros(len(examples), 3, height, width)
+    pixel_mask = torch.zeros(len(examples), height, width, dtype=torch.long)
+    for i, example in enumerate(examples):
+        h, w = example["pixel_values"].shape[-2:]
+        pixel_values[i, :, :h, :w] = example["pixel_values"]
+        pixel_mask[i, :h, :w] = example["pixel_mask"]
+    batch = {"pixel_values": pixel_values, "pixel_mask": pixel_mask}
     if "mask_labels" in examples[0]:
-        batch["mask_labels"] = [e["mask_labels"] for e in examples]
+        batch["mask_labels"] = [F.pad(e["mask_labels"], (0, width - e["mask_labels"].shape[-1],
+                                                         0, height - e["mask_labels"].shape[-2])) for e in examples]
         batch["class_labels"] = [e["class_labels"] for e in examples]
     else:
         batch["extent"] = torch.stack([e["extent"] for e in examples])
@@ -602,8 +608,9 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
     (`common/metrics/coco_mask_map`, pycocotools' COCOeval "segm"; box mAP of the masks beside it).
 
     Each process runs the model on its batches; `gather_for_metrics` gives every process the raw outputs (class
-    logits, mask logits) of every image exactly once. Ordered by image index, each image's mask logits are cut to
-    its resized extent (padding dropped) and turned into instances at the original image's size by
+    logits, mask logits padded to one size) of every image exactly once. Ordered by image index, each image's mask
+    logits are cut to its resized extent (the padding of its batch and of the gathering dropped), so a batch may
+    mix images of any sizes, and turned into instances at the original image's size by
     `instance_predictions` (the 100 best (query, class) pairs, score = class probability x mean mask probability).
     Every process computes the same metrics.
 
@@ -613,26 +620,27 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
         "segmentation": RLE, "score"}), in image order.
     """
     model.eval()
-    gathered = {"class_queries_logits": [], "masks_queries_logits": [], "extent": [], "index": []}
+    gathered = {"class_queries_logits": [], "masks_queries_logits": [], "logits_extent": [], "index": []}
     for batch in progress_bar(dataloader, accelerator, "evaluate"):  # a bar on the main process
         with torch.no_grad():
             outputs = model(pixel_values=batch["pixel_values"], pixel_mask=batch["pixel_mask"])
-        values = accelerator.gather_for_metrics((outputs.class_queries_logits.float(),
-                                                 outputs.masks_queries_logits.float(), batch["extent"],
+        masks_logits = outputs.masks_queries_logits.float()
+        # The mask logits cover the padded input at a lower resolution: the part over each image's resized extent.
+        logits_size, input_size = (torch.tensor(shape[-2:], device=masks_logits.device)
+                                   for shape in (masks_logits.shape, batch["pixel_values"].shape))
+        logits_extent = (batch["extent"] * logits_size / input_size).round().long()  # (batch, 2): rows, columns
+        # Batches (of any process) may have other input sizes: padded to a common one to be gathered.
+        masks_logits = accelerator.pad_across_processes(accelerator.pad_across_processes(masks_logits, dim=2), dim=3)
+        values = accelerator.gather_for_metrics((outputs.class_queries_logits.float(), masks_logits, logits_extent,
                                                  batch["index"]))
         for key, value in zip(gathered, values):
-            gathered[key].append(value.cpu())
-    gathered = {key: torch.cat(values) for key, values in gathered.items()}
+            gathered[key] += [v.cpu() for v in value]  # per image: the batches' mask logits differ in size
     predictions, references, instances = [], [], []
-    for position in torch.argsort(gathered["index"]).tolist():
+    for position in np.argsort([int(i) for i in gathered["index"]], kind="stable").tolist():
         record = records[int(gathered["index"][position])]
-        masks_logits = gathered["masks_queries_logits"][position]
-        # The mask logits cover the padded input at a lower resolution: keep the part over the image.
-        height, width, input_height, input_width = gathered["extent"][position].tolist()
-        rows = round(masks_logits.shape[-2] * height / input_height)
-        cols = round(masks_logits.shape[-1] * width / input_width)
+        rows, cols = gathered["logits_extent"][position].tolist()
         binary, label_ids, scores = instance_predictions(gathered["class_queries_logits"][position],
-                                                         masks_logits[:, :rows, :cols],
+                                                         gathered["masks_queries_logits"][position][:, :rows, :cols],
                                                          (record["height"], record["width"]))
         keep = [k for k, label in enumerate(label_ids.tolist()) if label in label_to_category]
         rles = encode_masks(binary[keep].numpy())

@@ -17,7 +17,7 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-from common.tasks.coco import decode_rle
+from common.tasks.coco import decode_rle, segmentation_to_rle
 from conftest import SHARED_DATA, launch, read_results
 
 SCRIPT = "run_instance_segmentation.py"
@@ -177,6 +177,58 @@ def test_one_process_trains_scores_every_image_and_writes_coco_results(shapes_da
     assert model.config.id2label == {0: "square", 1: "disc"}
     assert AutoImageProcessor.from_pretrained(out, backend="pil").size == {"height": SIDE, "width": SIDE}
 
+
+
+def widen_images(path, positions, width):
+    """Pads the images at `positions` of the COCO file `path` (and their masks) with dark noise on the right to
+    `width` pixels, in place: the same shapes on images of another size."""
+    data = json.loads(Path(path).read_text())
+    for position in positions:
+        image = data["images"][position]
+        file = Path(path).parent / image["file_name"]
+        pixels = np.asarray(Image.open(file))
+        extra = np.random.default_rng(position).integers(0, 60, size=(SIDE, width - SIDE, 3)).astype(np.uint8)
+        Image.fromarray(np.concatenate([pixels, extra], axis=1)).save(file)
+        image["width"] = width
+        for annotation in data["annotations"]:
+            if annotation["image_id"] == image["id"] and isinstance(annotation["segmentation"], dict):
+                mask = decode_rle(segmentation_to_rle(annotation["segmentation"], SIDE, SIDE, "here"))
+                wide = np.zeros((SIDE, width), dtype=np.uint8)
+                wide[:, :SIDE] = mask
+                rle = mask_utils.encode(np.asfortranarray(wide))
+                annotation["segmentation"] = {"size": [SIDE, width], "counts": rle["counts"].decode("ascii")}
+    Path(path).write_text(json.dumps(data))
+
+
+def test_images_of_different_sizes_in_one_batch_train_and_are_scored(tmp_path):
+    """An image processor that keeps aspect ratios (shortest edge 48, longest 96, as a checkpoint's processor
+    resizes by its edges) makes 48 x 48 images 64 x 64 inputs and 48 x 80 images 64 x 96 ones: batches of both are
+    padded to their largest input (pixel_mask 0 on the padding) in training and evaluation, and every validation
+    image is scored at its own size (before: "Images of different input sizes in one batch" at the first
+    evaluation, after training, and the trained model lost)."""
+    from transformers import AutoModelForUniversalSegmentation, Mask2FormerImageProcessorPil
+
+    data = {"train": write_instance_set(tmp_path, 8, seed=1, name="train.json"),
+            "validation": write_instance_set(tmp_path, 6, seed=2, name="validation.json")}
+    widen_images(data["train"], [1], 80)
+    widen_images(data["validation"], [1, 2, 5], 80)  # eval batches of 4: [48, 80, 80, 48] and [48, 80]
+    processor = tmp_path / "processor"
+    Mask2FormerImageProcessorPil(size={"shortest_edge": SIDE, "longest_edge": 2 * SIDE}).save_pretrained(processor)
+    model = [a for a in TINY_MASK2FORMER if a not in ("--image_size", str(SIDE))]
+    out = tmp_path / "out"
+    launch(SCRIPT, ["--train_file", data["train"], "--validation_file", data["validation"], *model,
+                    "--image_processor_name", processor, *COMMON, "--per_device_train_batch_size", "4",
+                    "--max_train_steps", "2", "--output_dir", out])
+    results = read_results(out)
+    assert results["eval_samples"] == 6 and results["train_steps"] == 2
+    assert "eval_map" in results and "eval_map_50" in results
+    assert rescored_map(out)[0] == pytest.approx(results["eval_map"], abs=1e-6)
+    truth = json.loads((out / "eval_ground_truth.json").read_text())
+    assert sorted({image["width"] for image in truth["images"]}) == [SIDE, 80]
+    sizes = {image["id"]: [image["height"], image["width"]] for image in truth["images"]}
+    for instance in json.loads((out / "predictions.json").read_text()):
+        assert instance["segmentation"]["size"] == sizes[instance["image_id"]]
+    assert AutoModelForUniversalSegmentation.from_pretrained(out).config.id2label == {0: "square", 1: "disc"}
 
 @pytest.mark.slow
 def test_mask2former_learns_the_shapes_far_above_the_whole_image_baseline(shapes_data, tmp_path):

@@ -71,6 +71,7 @@ from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
+from common.saving import save_model
 from common.tasks.coco import check_instance_records, decode_rle, encode_masks, read_coco_instances
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.images import open_image, to_rgb
@@ -805,10 +806,21 @@ def training_function(args):
     )
     init_trackers(accelerator, "instance_segmentation_no_trainer", args)  # the run's flags; steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    saved_at_step = None
+
+    def evaluate_validation():
+        """`evaluate` on the validation set; once training is over, the trained model is saved first (as
+        `run.save` saves it), so that an evaluation that fails cannot lose it."""
+        nonlocal saved_at_step
+        if run.finished and run.completed_steps > 0 and saved_at_step != run.completed_steps:
+            save_model(accelerator, model, args.output_dir, image_processor)  # (run.save merges an adapter)
+            saved_at_step = run.completed_steps
+            logger.info(f"Saved the trained model to {args.output_dir} before its final evaluation")
+        return evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"], label_to_category,
+                        dict(categories))
+
     # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
-    run.set_evaluation(model, lambda: evaluate(
-        model, eval_dataloader, accelerator, image_processor, splits["validation"], label_to_category,
-        dict(categories)), image_processor, main_metric="map")
+    run.set_evaluation(model, evaluate_validation, image_processor, main_metric="map")
     logger.info(f"  Categories = {categories}; image processor size = {dict(image_processor.size)}")
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
@@ -850,8 +862,7 @@ def training_function(args):
                 break
         if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
             optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
-            evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
-                                  label_to_category, dict(categories))
+            evaluation = evaluate_validation()
         run.after_epoch(epoch, evaluation[0] if evaluation else None)  # log eval_*, eval_history.jsonl, epoch_N, best/
         if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
             break
@@ -860,8 +871,7 @@ def training_function(args):
     if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
         evaluation = None
     if evaluation is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
-        evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
-                              label_to_category, dict(categories))
+        evaluation = evaluate_validation()
     results = run.results(evaluation[0])  # eval_samples: the images scored, on any number of processes
     results.update(baseline)  # eval_baseline_*
     run.save(model, image_processor, results)  # model and all_results.json first: nothing below can lose them

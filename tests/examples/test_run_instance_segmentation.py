@@ -230,6 +230,30 @@ def test_images_of_different_sizes_in_one_batch_train_and_are_scored(tmp_path):
         assert instance["segmentation"]["size"] == sizes[instance["image_id"]]
     assert AutoModelForUniversalSegmentation.from_pretrained(out).config.id2label == {0: "square", 1: "disc"}
 
+
+@pytest.mark.parametrize("extra", [[], ["--eval_strategy", "steps", "--eval_steps", "2"]])
+def test_the_trained_model_is_saved_before_the_final_evaluation(extra, tmp_path, monkeypatch):
+    """An error in the evaluation that ends training (at the epoch's end, or --eval_steps at the last step) cannot
+    lose the trained model: it is saved before that evaluation runs (before: only after it, with the results)."""
+    import run_instance_segmentation
+    from accelerate.state import AcceleratorState
+    from transformers import AutoModelForUniversalSegmentation
+
+    def failing_evaluate(*args):
+        raise RuntimeError("evaluation failed")
+
+    data = {"train": write_instance_set(tmp_path, 4, seed=1, name="train.json"),
+            "validation": write_instance_set(tmp_path, 2, seed=2, name="validation.json")}
+    monkeypatch.setattr(run_instance_segmentation, "evaluate", failing_evaluate)
+    out = tmp_path / "out"
+    try:
+        with pytest.raises(RuntimeError, match="evaluation failed"):
+            run_instance_segmentation.main([str(a) for a in train_args(
+                data, out, "--max_train_steps", "2", "--per_device_train_batch_size", "2", *extra)])
+    finally:
+        AcceleratorState._reset_state()
+    assert AutoModelForUniversalSegmentation.from_pretrained(out).config.id2label == {0: "square", 1: "disc"}
+
 @pytest.mark.slow
 def test_mask2former_learns_the_shapes_far_above_the_whole_image_baseline(shapes_data, tmp_path):
     out = tmp_path / "out"

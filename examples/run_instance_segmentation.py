@@ -223,15 +223,15 @@ def load_raw_datasets(args):
         if args.dataset_name is not None:
             splits[split] = records = hub_instance_records(data, sources[split], args.image_column_name,
                                                            args.annotation_column_name, all_categories)
-            negatives = sum(not record["category_ids"] for record in records)
         else:
             records = data
-            negatives = check_instance_records(records, sources[split], load_image)
+            check_instance_records(records, sources[split], load_image)
         if args.do_reduce_labels:  # background annotations are not instances
             for record in records:
                 keep = [k for k, c in enumerate(record["category_ids"]) if c in kept]
                 for key in ("rles", "areas", "boxes", "category_ids", "iscrowd", "annotation_ids"):
                     record[key] = [record[key][k] for k in keep]
+        negatives = sum(not record["category_ids"] for record in records)  # counted without the background
         if negatives:
             logger.info(f"{sources[split]}: {negatives} of {len(records)} images have no instance (kept)")
     return splits, train_categories, sources

@@ -354,6 +354,40 @@ def test_hub_layout_rows_become_one_instance_per_class_and_instance_id(tmp_path)
             assert record["areas"] == [float(decode_rle(r).sum()) for r in record["rles"]]
 
 
+
+@pytest.mark.parametrize("layout", ["hub", "coco"])
+def test_reduce_labels_counts_background_only_images_as_without_instance(layout, tmp_path, caplog):
+    """--do_reduce_labels: an image whose only annotations are the background (id 0) has no instance once they are
+    dropped, and the log line counts it (before: counted before the background was dropped, so not at all)."""
+    import logging
+
+    import run_instance_segmentation
+    from accelerate import PartialState
+
+    if layout == "hub":
+        def rows_of(n, seed):
+            rows, truth = hub_rows(n, seed)
+            rows["annotation"][1] = Image.fromarray(np.zeros((SIDE, SIDE, 3), dtype=np.uint8))  # background only
+            return rows, truth
+        root, _ = write_hub_dataset(tmp_path / "hub", {"validation": (4, 2)}, rows_of)
+        data, where = ["--dataset_name", str(root)], f"--dataset_name {root} (validation)"
+    else:
+        path = write_instance_set(tmp_path, 4, seed=2)
+        coco = json.loads(path.read_text())
+        coco["categories"].insert(0, {"id": 0, "name": "background"})
+        for annotation in coco["annotations"]:
+            if annotation["image_id"] == coco["images"][1]["id"]:
+                annotation["category_id"] = 0
+        path.write_text(json.dumps(coco))
+        data, where = ["--validation_file", str(path)], f"--validation_file {path}"
+    args = run_instance_segmentation.parse_args([*data, "--do_reduce_labels", *TINY_MASK2FORMER,
+                                                 "--output_dir", str(tmp_path / "out")])
+    PartialState()  # accelerate's logger needs it (the script's Accelerator makes it)
+    with caplog.at_level(logging.INFO):
+        splits, _, _ = run_instance_segmentation.load_raw_datasets(args)
+    assert [bool(record["category_ids"]) for record in splits["validation"]] == [True, False, True, True]
+    assert f"{where}: 1 of 4 images have no instance (kept)" in caplog.text
+
 @pytest.mark.slow
 def test_mask2former_learns_the_shapes_from_the_hub_layout(tmp_path):
     """The same shapes in the anchor's Hub layout, read through --dataset_name <local folder> with

@@ -652,6 +652,13 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
         references.append(coco_reference(record))
         instances += [{"image_id": record["image_id"], "category_id": c, "segmentation": r, "score": round(s, 5)}
                       for r, c, s in zip(rles, labels, scores)]
+    empty = sum(not prediction["labels"] for prediction in predictions)
+    if empty == len(predictions):  # scored all the same (COCOeval gives 0 for no detection), but said
+        logger.warning(f"The model predicted no instance on any of the {empty} validation images (every mask empty or "
+                       "of no class): mAP is 0. An untrained or diverged model does this; train longer or check the "
+                       "learning rate.")
+    elif empty:
+        logger.info(f"No instance predicted on {empty} of {len(predictions)} validation images")
     result = load_metric("coco_mask_map", keep_in_memory=True).compute(predictions=predictions, references=references)
     metrics = {key: result[key] for key in METRIC_KEYS}
     for category, value in zip(result["classes"], result["map_per_class"]):

@@ -254,6 +254,37 @@ def test_the_trained_model_is_saved_before_the_final_evaluation(extra, tmp_path,
         AcceleratorState._reset_state()
     assert AutoModelForUniversalSegmentation.from_pretrained(out).config.id2label == {0: "square", 1: "disc"}
 
+
+def test_no_instance_predicted_is_said_and_scored_zero(tmp_path, monkeypatch, caplog):
+    """A model that predicts no instance at all (every mask empty): a warning says so and that mAP is 0; COCOeval
+    scores the empty detections 0 (no crash) and the run writes its results, an empty predictions.json and the
+    model."""
+    import logging
+
+    import run_instance_segmentation
+    import torch
+    from accelerate.state import AcceleratorState
+
+    def no_instance(class_logits, mask_logits, size, top_k=run_instance_segmentation.EVAL_TOP_K):
+        return torch.zeros(0, *size, dtype=torch.bool), torch.zeros(0, dtype=torch.long), torch.zeros(0)
+
+    data = {"train": write_instance_set(tmp_path, 4, seed=1, name="train.json"),
+            "validation": write_instance_set(tmp_path, 3, seed=2, name="validation.json")}
+    monkeypatch.setattr(run_instance_segmentation, "instance_predictions", no_instance)
+    out = tmp_path / "out"
+    try:
+        with caplog.at_level(logging.WARNING):
+            run_instance_segmentation.main([str(a) for a in train_args(
+                data, out, "--max_train_steps", "1", "--per_device_train_batch_size", "4")])
+    finally:
+        AcceleratorState._reset_state()
+    assert "predicted no instance on any of the 3 validation images (every mask empty or of no class): mAP is 0" \
+        in caplog.text
+    results = read_results(out)
+    assert results["eval_map"] == 0 and results["eval_map_50"] == 0 and results["eval_samples"] == 3
+    assert json.loads((out / "predictions.json").read_text()) == []
+    assert (out / "model.safetensors").is_file()
+
 @pytest.mark.slow
 def test_mask2former_learns_the_shapes_far_above_the_whole_image_baseline(shapes_data, tmp_path):
     out = tmp_path / "out"

@@ -21,8 +21,9 @@ Model: `AutoModelForUniversalSegmentation` with its own loss (Hungarian-matched 
 cross-entropy + dice, Cheng et al., 2022), from `--model_name_or_path` (a new class head with
 `--ignore_mismatched_sizes`) or built from `--model_type` (+ `--config_overrides`; `backbone_config.<key>=<value>`
 sets the backbone's, a Swin built from its config: no timm, no Hub). Images go through the model's image processor
-(PIL backend), resized to `--image_size` x `--image_size`; each instance's binary mask is resized with them (nearest
-neighbour), so instances may overlap.
+(PIL backend), resized to `--image_size` x `--image_size` (without it, by the processor's own size: a checkpoint's
+shortest/longest edge keeps aspect ratios, and a batch of several sizes is padded to its largest); each instance's
+binary mask is resized with them (nearest neighbour), so instances may overlap.
 
 Metric: COCO mask mAP (IoU 0.50:0.95), mAP@0.50, mAP@0.75, per-class mask AP (`eval_map_<class>`), by size, recall,
 and box mAP of the masks' boxes, through the 🤗 evaluate module `common/metrics/coco_mask_map` (pycocotools'

@@ -21,8 +21,9 @@ Model: `AutoModelForUniversalSegmentation` with its own loss (Hungarian-matched 
 cross-entropy + dice, Cheng et al., 2022), from `--model_name_or_path` (a new class head with
 `--ignore_mismatched_sizes`) or built from `--model_type` (+ `--config_overrides`; `backbone_config.<key>=<value>`
 sets the backbone's, a Swin built from its config: no timm, no Hub). Images go through the model's image processor
-(PIL backend), resized to `--image_size` x `--image_size`; each instance's binary mask is resized with them (nearest
-neighbour), so instances may overlap.
+(PIL backend), resized to `--image_size` x `--image_size` (without it, by the processor's own size: a checkpoint's
+shortest/longest edge keeps aspect ratios, and a batch of several sizes is padded to its largest); each instance's
+binary mask is resized with them (nearest neighbour), so instances may overlap.
 
 Metric: COCO mask mAP (IoU 0.50:0.95), mAP@0.50, mAP@0.75, per-class mask AP (`eval_map_<class>`), by size, recall,
 and box mAP of the masks' boxes, through the 🤗 evaluate module `common/metrics/coco_mask_map` (pycocotools'
@@ -42,6 +43,7 @@ per category present in the image, score 1. `predictions.json` holds the validat
 import argparse
 import json
 import os
+import re
 from pathlib import Path
 
 import datasets
@@ -70,6 +72,7 @@ from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, progress_bar
 from common.run import TrainingRun
 from common.sampling import refuse_padding_flags
+from common.saving import save_model
 from common.tasks.coco import check_instance_records, decode_rle, encode_masks, read_coco_instances
 from common.tasks.config_overrides import apply_config_overrides, parse_config_overrides
 from common.tasks.images import open_image, to_rgb
@@ -221,15 +224,15 @@ def load_raw_datasets(args):
         if args.dataset_name is not None:
             splits[split] = records = hub_instance_records(data, sources[split], args.image_column_name,
                                                            args.annotation_column_name, all_categories)
-            negatives = sum(not record["category_ids"] for record in records)
         else:
             records = data
-            negatives = check_instance_records(records, sources[split], load_image)
+            check_instance_records(records, sources[split], load_image)
         if args.do_reduce_labels:  # background annotations are not instances
             for record in records:
                 keep = [k for k, c in enumerate(record["category_ids"]) if c in kept]
                 for key in ("rles", "areas", "boxes", "category_ids", "iscrowd", "annotation_ids"):
                     record[key] = [record[key][k] for k in keep]
+        negatives = sum(not record["category_ids"] for record in records)  # counted without the background
         if negatives:
             logger.info(f"{sources[split]}: {negatives} of {len(records)} images have no instance (kept)")
     return splits, train_categories, sources
@@ -322,28 +325,43 @@ def parse_id2label(text):
     """--id2label: a JSON file or JSON text {class id: name}. Returns {int id: str name}.
 
     Raises:
-        ValueError: naming --id2label when the file is not UTF-8, the JSON cannot be read or is not a non-empty
-            object, a key is not an integer in 0..255 or a name is not a string.
+        ValueError: naming --id2label and the key or name: the file is not UTF-8, the JSON cannot be read or is
+            not a non-empty object, a key is repeated, a key is not written in digits ("7", not "-1", " 1" or
+            "1_0", which `int` reads), two keys are the same id ("1" and "01"), an id is not in 0..255, a name is
+            not a string, is empty or blank, or is given to two ids (names become the model's labels).
     """
     source = read_flag_file("--id2label", text) if os.path.isfile(text) else text
-    try:
-        mapping = json.loads(source)
+    try:  # as (key, value) pairs: `json.loads` would keep only the last of a repeated key
+        pairs = json.loads(source, object_pairs_hook=JsonPairs)
     except json.JSONDecodeError as error:
         raise ValueError(f"--id2label {text}: neither a JSON file nor JSON text ({error}); expected an object "
                          "{class id: name}.") from None
-    if not isinstance(mapping, dict) or not mapping:
+    if not isinstance(pairs, JsonPairs) or not pairs:
         raise ValueError(f"--id2label {text}: expected a non-empty JSON object {{class id: name}}.")
-    result = {}
-    for key, value in mapping.items():
-        try:
-            class_id = int(key)
-        except ValueError:
-            raise ValueError(f"--id2label {text}: key {key!r} is not an integer class id.") from None
+    result, keys, ids_of_name = {}, {}, {}
+    for key, value in pairs:
+        if not re.fullmatch(r"[0-9]+", key):
+            raise ValueError(f"--id2label {text}: key {key!r} is not an integer class id (expected digits only, "
+                             "e.g. \"7\").")
+        class_id = int(key)
         if not 0 <= class_id <= 255 or not isinstance(value, str):
             raise ValueError(f"--id2label {text}: {key!r}: {value!r}; expected a class id in 0..255 (an 8-bit "
                              "channel) and a name.")
-        result[class_id] = value
+        if class_id in result:
+            what = "is repeated" if keys[class_id] == key else f"and {keys[class_id]!r} are the same class id"
+            raise ValueError(f"--id2label {text}: key {key!r} {what}; expected each class id once.")
+        if not value.strip():
+            raise ValueError(f"--id2label {text}: {key!r}: {value!r}; expected a non-empty name.")
+        if value in ids_of_name:
+            raise ValueError(f"--id2label {text}: the name {value!r} is given to class ids {ids_of_name[value]} and "
+                             f"{class_id}; expected one name per class (names become the model's labels).")
+        result[class_id], keys[class_id], ids_of_name[value] = value, key, class_id
     return result
+
+
+class JsonPairs(list):
+    """A JSON object as its (key, value) pairs in file order (`json.loads(..., object_pairs_hook=JsonPairs)`), so
+    that a repeated key is seen."""
 
 
 def label_map_column(value, where):
@@ -483,7 +501,7 @@ class TrainTransform:
 
 class EvalTransform:
     """Decode to RGB, then the image processor. Also returns `extent` = (height, width) of the resized image inside
-    the input and (height, width) of the input (the rest is padding), and the example's index."""
+    the input (the rest is padding), and the example's index."""
 
     def __init__(self, image_processor):
         self.image_processor = image_processor
@@ -494,24 +512,30 @@ class EvalTransform:
         pixel_mask = encoded.get("pixel_mask")
         pixel_mask = pixel_mask[0] if pixel_mask is not None else torch.ones(pixel_values.shape[-2:], dtype=torch.long)
         return {"pixel_values": pixel_values, "pixel_mask": pixel_mask,
-                "extent": torch.tensor([*resized_extent(pixel_mask), *pixel_values.shape[-2:]]), "index": index}
+                "extent": torch.tensor(resized_extent(pixel_mask)), "index": index}
 
 
 def collate_fn(examples):
     """Stacks examples into {"pixel_values": (batch, 3, H, W), "pixel_mask": (batch, H, W) long, and "mask_labels" /
-    "class_labels": lists of per-image tensors (training) or "extent": (batch, 4) and "index": (batch,) long
+    "class_labels": lists of per-image tensors (training) or "extent": (batch, 2) and "index": (batch,) long
     (evaluation)}.
 
-    Raises:
-        ValueError: when the images of one batch have different sizes (pass --image_size).
+    Images of different input sizes (a processor that keeps aspect ratios, e.g. a checkpoint's shortest/longest
+    edge, without --image_size) are padded bottom and right to the batch's largest height and width, `pixel_mask` 0
+    and `mask_labels` 0 on the padding: what the image processor's own padding of a batch does.
     """
-    shapes = {tuple(e["pixel_values"].shape[-2:]) for e in examples}
-    if len(shapes) > 1:
-        raise ValueError(f"Images of different input sizes {sorted(shapes)} in one batch: pass --image_size.")
-    batch = {"pixel_values": torch.stack([e["pixel_values"] for e in examples]),
-             "pixel_mask": torch.stack([e["pixel_mask"] for e in examples])}
+    height = max(e["pixel_values"].shape[-2] for e in examples)
+    width = max(e["pixel_values"].shape[-1] for e in examples)
+    pixel_values = torch.zeros(len(examples), 3, height, width)
+    pixel_mask = torch.zeros(len(examples), height, width, dtype=torch.long)
+    for i, example in enumerate(examples):
+        h, w = example["pixel_values"].shape[-2:]
+        pixel_values[i, :, :h, :w] = example["pixel_values"]
+        pixel_mask[i, :h, :w] = example["pixel_mask"]
+    batch = {"pixel_values": pixel_values, "pixel_mask": pixel_mask}
     if "mask_labels" in examples[0]:
-        batch["mask_labels"] = [e["mask_labels"] for e in examples]
+        batch["mask_labels"] = [F.pad(e["mask_labels"], (0, width - e["mask_labels"].shape[-1],
+                                                         0, height - e["mask_labels"].shape[-2])) for e in examples]
         batch["class_labels"] = [e["class_labels"] for e in examples]
     else:
         batch["extent"] = torch.stack([e["extent"] for e in examples])
@@ -586,8 +610,9 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
     (`common/metrics/coco_mask_map`, pycocotools' COCOeval "segm"; box mAP of the masks beside it).
 
     Each process runs the model on its batches; `gather_for_metrics` gives every process the raw outputs (class
-    logits, mask logits) of every image exactly once. Ordered by image index, each image's mask logits are cut to
-    its resized extent (padding dropped) and turned into instances at the original image's size by
+    logits, mask logits padded to one size) of every image exactly once. Ordered by image index, each image's mask
+    logits are cut to its resized extent (the padding of its batch and of the gathering dropped), so a batch may
+    mix images of any sizes, and turned into instances at the original image's size by
     `instance_predictions` (the 100 best (query, class) pairs, score = class probability x mean mask probability).
     Every process computes the same metrics.
 
@@ -597,26 +622,27 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
         "segmentation": RLE, "score"}), in image order.
     """
     model.eval()
-    gathered = {"class_queries_logits": [], "masks_queries_logits": [], "extent": [], "index": []}
+    gathered = {"class_queries_logits": [], "masks_queries_logits": [], "logits_extent": [], "index": []}
     for batch in progress_bar(dataloader, accelerator, "evaluate"):  # a bar on the main process
         with torch.no_grad():
             outputs = model(pixel_values=batch["pixel_values"], pixel_mask=batch["pixel_mask"])
-        values = accelerator.gather_for_metrics((outputs.class_queries_logits.float(),
-                                                 outputs.masks_queries_logits.float(), batch["extent"],
+        masks_logits = outputs.masks_queries_logits.float()
+        # The mask logits cover the padded input at a lower resolution: the part over each image's resized extent.
+        logits_size, input_size = (torch.tensor(shape[-2:], device=masks_logits.device)
+                                   for shape in (masks_logits.shape, batch["pixel_values"].shape))
+        logits_extent = (batch["extent"] * logits_size / input_size).round().long()  # (batch, 2): rows, columns
+        # Batches (of any process) may have other input sizes: padded to a common one to be gathered.
+        masks_logits = accelerator.pad_across_processes(accelerator.pad_across_processes(masks_logits, dim=2), dim=3)
+        values = accelerator.gather_for_metrics((outputs.class_queries_logits.float(), masks_logits, logits_extent,
                                                  batch["index"]))
         for key, value in zip(gathered, values):
-            gathered[key].append(value.cpu())
-    gathered = {key: torch.cat(values) for key, values in gathered.items()}
+            gathered[key] += [v.cpu() for v in value]  # per image: the batches' mask logits differ in size
     predictions, references, instances = [], [], []
-    for position in torch.argsort(gathered["index"]).tolist():
+    for position in np.argsort([int(i) for i in gathered["index"]], kind="stable").tolist():
         record = records[int(gathered["index"][position])]
-        masks_logits = gathered["masks_queries_logits"][position]
-        # The mask logits cover the padded input at a lower resolution: keep the part over the image.
-        height, width, input_height, input_width = gathered["extent"][position].tolist()
-        rows = round(masks_logits.shape[-2] * height / input_height)
-        cols = round(masks_logits.shape[-1] * width / input_width)
+        rows, cols = gathered["logits_extent"][position].tolist()
         binary, label_ids, scores = instance_predictions(gathered["class_queries_logits"][position],
-                                                         masks_logits[:, :rows, :cols],
+                                                         gathered["masks_queries_logits"][position][:, :rows, :cols],
                                                          (record["height"], record["width"]))
         keep = [k for k, label in enumerate(label_ids.tolist()) if label in label_to_category]
         rles = encode_masks(binary[keep].numpy())
@@ -627,6 +653,13 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
         references.append(coco_reference(record))
         instances += [{"image_id": record["image_id"], "category_id": c, "segmentation": r, "score": round(s, 5)}
                       for r, c, s in zip(rles, labels, scores)]
+    empty = sum(not prediction["labels"] for prediction in predictions)
+    if empty == len(predictions):  # scored all the same (COCOeval gives 0 for no detection), but said
+        logger.warning(f"The model predicted no instance on any of the {empty} validation images (every mask empty or "
+                       "of no class): mAP is 0. An untrained or diverged model does this; train longer or check the "
+                       "learning rate.")
+    elif empty:
+        logger.info(f"No instance predicted on {empty} of {len(predictions)} validation images")
     result = load_metric("coco_mask_map", keep_in_memory=True).compute(predictions=predictions, references=references)
     metrics = {key: result[key] for key in METRIC_KEYS}
     for category, value in zip(result["classes"], result["map_per_class"]):
@@ -781,10 +814,21 @@ def training_function(args):
     )
     init_trackers(accelerator, "instance_segmentation_no_trainer", args)  # the run's flags; steps = optimizer steps
     run = TrainingRun(accelerator, args, plan, train_dataloader, optimizer, logger)  # banner, counters, hooks
+    saved_at_step = None
+
+    def evaluate_validation():
+        """`evaluate` on the validation set; once training is over, the trained model is saved first (as
+        `run.save` saves it), so that an evaluation that fails cannot lose it."""
+        nonlocal saved_at_step
+        if run.finished and run.completed_steps > 0 and saved_at_step != run.completed_steps:
+            save_model(accelerator, model, args.output_dir, image_processor)  # (run.save merges an adapter)
+            saved_at_step = run.completed_steps
+            logger.info(f"Saved the trained model to {args.output_dir} before its final evaluation")
+        return evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"], label_to_category,
+                        dict(categories))
+
     # The evaluation of --eval_steps (inside the epoch) and of the best model (best/, early stopping)
-    run.set_evaluation(model, lambda: evaluate(
-        model, eval_dataloader, accelerator, image_processor, splits["validation"], label_to_category,
-        dict(categories)), image_processor, main_metric="map")
+    run.set_evaluation(model, evaluate_validation, image_processor, main_metric="map")
     logger.info(f"  Categories = {categories}; image processor size = {dict(image_processor.size)}")
     if (checkpoint := run.checkpoint_to_resume()) is not None:  # --resume_from_checkpoint
         accelerator.load_state(str(checkpoint))  # model, optimizer, scheduler, RNG states of every process
@@ -826,8 +870,7 @@ def training_function(args):
                 break
         if run.evaluates_after_epoch(epoch):  # every epoch (--eval_strategy steps: the last only)
             optimizer.eval()  # schedule-free AdamW: evaluate and save its averaged weights (no-op for AdamW)
-            evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
-                                  label_to_category, dict(categories))
+            evaluation = evaluate_validation()
         run.after_epoch(epoch, evaluation[0] if evaluation else None)  # log eval_*, eval_history.jsonl, epoch_N, best/
         if run.stopped_early:  # --early_stopping_patience: no improvement for that many evaluations
             break
@@ -836,8 +879,7 @@ def training_function(args):
     if run.load_best_model_at_end():  # --load_best_model_at_end: best/'s weights, evaluated below
         evaluation = None
     if evaluation is None:  # nothing left to train (--max_train_steps 0, or a finished run resumed)
-        evaluation = evaluate(model, eval_dataloader, accelerator, image_processor, splits["validation"],
-                              label_to_category, dict(categories))
+        evaluation = evaluate_validation()
     results = run.results(evaluation[0])  # eval_samples: the images scored, on any number of processes
     results.update(baseline)  # eval_baseline_*
     run.save(model, image_processor, results)  # model and all_results.json first: nothing below can lose them

@@ -17,7 +17,7 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-from common.tasks.coco import decode_rle
+from common.tasks.coco import decode_rle, segmentation_to_rle
 from conftest import SHARED_DATA, launch, read_results
 
 SCRIPT = "run_instance_segmentation.py"
@@ -178,6 +178,113 @@ def test_one_process_trains_scores_every_image_and_writes_coco_results(shapes_da
     assert AutoImageProcessor.from_pretrained(out, backend="pil").size == {"height": SIDE, "width": SIDE}
 
 
+
+def widen_images(path, positions, width):
+    """Pads the images at `positions` of the COCO file `path` (and their masks) with dark noise on the right to
+    `width` pixels, in place: the same shapes on images of another size."""
+    data = json.loads(Path(path).read_text())
+    for position in positions:
+        image = data["images"][position]
+        file = Path(path).parent / image["file_name"]
+        pixels = np.asarray(Image.open(file))
+        extra = np.random.default_rng(position).integers(0, 60, size=(SIDE, width - SIDE, 3)).astype(np.uint8)
+        Image.fromarray(np.concatenate([pixels, extra], axis=1)).save(file)
+        image["width"] = width
+        for annotation in data["annotations"]:
+            if annotation["image_id"] == image["id"] and isinstance(annotation["segmentation"], dict):
+                mask = decode_rle(segmentation_to_rle(annotation["segmentation"], SIDE, SIDE, "here"))
+                wide = np.zeros((SIDE, width), dtype=np.uint8)
+                wide[:, :SIDE] = mask
+                rle = mask_utils.encode(np.asfortranarray(wide))
+                annotation["segmentation"] = {"size": [SIDE, width], "counts": rle["counts"].decode("ascii")}
+    Path(path).write_text(json.dumps(data))
+
+
+def test_images_of_different_sizes_in_one_batch_train_and_are_scored(tmp_path):
+    """An image processor that keeps aspect ratios (shortest edge 48, longest 96, as a checkpoint's processor
+    resizes by its edges) makes 48 x 48 images 64 x 64 inputs and 48 x 80 images 64 x 96 ones: batches of both are
+    padded to their largest input (pixel_mask 0 on the padding) in training and evaluation, and every validation
+    image is scored at its own size (before: "Images of different input sizes in one batch" at the first
+    evaluation, after training, and the trained model lost)."""
+    from transformers import AutoModelForUniversalSegmentation, Mask2FormerImageProcessorPil
+
+    data = {"train": write_instance_set(tmp_path, 8, seed=1, name="train.json"),
+            "validation": write_instance_set(tmp_path, 6, seed=2, name="validation.json")}
+    widen_images(data["train"], [1], 80)
+    widen_images(data["validation"], [1, 2, 5], 80)  # eval batches of 4: [48, 80, 80, 48] and [48, 80]
+    processor = tmp_path / "processor"
+    Mask2FormerImageProcessorPil(size={"shortest_edge": SIDE, "longest_edge": 2 * SIDE}).save_pretrained(processor)
+    model = [a for a in TINY_MASK2FORMER if a not in ("--image_size", str(SIDE))]
+    out = tmp_path / "out"
+    launch(SCRIPT, ["--train_file", data["train"], "--validation_file", data["validation"], *model,
+                    "--image_processor_name", processor, *COMMON, "--per_device_train_batch_size", "4",
+                    "--max_train_steps", "2", "--output_dir", out])
+    results = read_results(out)
+    assert results["eval_samples"] == 6 and results["train_steps"] == 2
+    assert "eval_map" in results and "eval_map_50" in results
+    assert rescored_map(out)[0] == pytest.approx(results["eval_map"], abs=1e-6)
+    truth = json.loads((out / "eval_ground_truth.json").read_text())
+    assert sorted({image["width"] for image in truth["images"]}) == [SIDE, 80]
+    sizes = {image["id"]: [image["height"], image["width"]] for image in truth["images"]}
+    for instance in json.loads((out / "predictions.json").read_text()):
+        assert instance["segmentation"]["size"] == sizes[instance["image_id"]]
+    assert AutoModelForUniversalSegmentation.from_pretrained(out).config.id2label == {0: "square", 1: "disc"}
+
+
+@pytest.mark.parametrize("extra", [[], ["--eval_strategy", "steps", "--eval_steps", "2"]])
+def test_the_trained_model_is_saved_before_the_final_evaluation(extra, tmp_path, monkeypatch):
+    """An error in the evaluation that ends training (at the epoch's end, or --eval_steps at the last step) cannot
+    lose the trained model: it is saved before that evaluation runs (before: only after it, with the results)."""
+    import run_instance_segmentation
+    from accelerate.state import AcceleratorState
+    from transformers import AutoModelForUniversalSegmentation
+
+    def failing_evaluate(*args):
+        raise RuntimeError("evaluation failed")
+
+    data = {"train": write_instance_set(tmp_path, 4, seed=1, name="train.json"),
+            "validation": write_instance_set(tmp_path, 2, seed=2, name="validation.json")}
+    monkeypatch.setattr(run_instance_segmentation, "evaluate", failing_evaluate)
+    out = tmp_path / "out"
+    try:
+        with pytest.raises(RuntimeError, match="evaluation failed"):
+            run_instance_segmentation.main([str(a) for a in train_args(
+                data, out, "--max_train_steps", "2", "--per_device_train_batch_size", "2", *extra)])
+    finally:
+        AcceleratorState._reset_state()
+    assert AutoModelForUniversalSegmentation.from_pretrained(out).config.id2label == {0: "square", 1: "disc"}
+
+
+def test_no_instance_predicted_is_said_and_scored_zero(tmp_path, monkeypatch, caplog):
+    """A model that predicts no instance at all (every mask empty): a warning says so and that mAP is 0; COCOeval
+    scores the empty detections 0 (no crash) and the run writes its results, an empty predictions.json and the
+    model."""
+    import logging
+
+    import run_instance_segmentation
+    import torch
+    from accelerate.state import AcceleratorState
+
+    def no_instance(class_logits, mask_logits, size, top_k=run_instance_segmentation.EVAL_TOP_K):
+        return torch.zeros(0, *size, dtype=torch.bool), torch.zeros(0, dtype=torch.long), torch.zeros(0)
+
+    data = {"train": write_instance_set(tmp_path, 4, seed=1, name="train.json"),
+            "validation": write_instance_set(tmp_path, 3, seed=2, name="validation.json")}
+    monkeypatch.setattr(run_instance_segmentation, "instance_predictions", no_instance)
+    out = tmp_path / "out"
+    try:
+        with caplog.at_level(logging.WARNING):
+            run_instance_segmentation.main([str(a) for a in train_args(
+                data, out, "--max_train_steps", "1", "--per_device_train_batch_size", "4")])
+    finally:
+        AcceleratorState._reset_state()
+    assert "predicted no instance on any of the 3 validation images (every mask empty or of no class): mAP is 0" \
+        in caplog.text
+    results = read_results(out)
+    assert results["eval_map"] == 0 and results["eval_map_50"] == 0 and results["eval_samples"] == 3
+    assert json.loads((out / "predictions.json").read_text()) == []
+    assert (out / "model.safetensors").is_file()
+
 @pytest.mark.slow
 def test_mask2former_learns_the_shapes_far_above_the_whole_image_baseline(shapes_data, tmp_path):
     out = tmp_path / "out"
@@ -277,6 +384,40 @@ def test_hub_layout_rows_become_one_instance_per_class_and_instance_id(tmp_path)
             assert (record["width"], record["height"]) == (SIDE, SIDE)
             assert record["areas"] == [float(decode_rle(r).sum()) for r in record["rles"]]
 
+
+
+@pytest.mark.parametrize("layout", ["hub", "coco"])
+def test_reduce_labels_counts_background_only_images_as_without_instance(layout, tmp_path, caplog):
+    """--do_reduce_labels: an image whose only annotations are the background (id 0) has no instance once they are
+    dropped, and the log line counts it (before: counted before the background was dropped, so not at all)."""
+    import logging
+
+    import run_instance_segmentation
+    from accelerate import PartialState
+
+    if layout == "hub":
+        def rows_of(n, seed):
+            rows, truth = hub_rows(n, seed)
+            rows["annotation"][1] = Image.fromarray(np.zeros((SIDE, SIDE, 3), dtype=np.uint8))  # background only
+            return rows, truth
+        root, _ = write_hub_dataset(tmp_path / "hub", {"validation": (4, 2)}, rows_of)
+        data, where = ["--dataset_name", str(root)], f"--dataset_name {root} (validation)"
+    else:
+        path = write_instance_set(tmp_path, 4, seed=2)
+        coco = json.loads(path.read_text())
+        coco["categories"].insert(0, {"id": 0, "name": "background"})
+        for annotation in coco["annotations"]:
+            if annotation["image_id"] == coco["images"][1]["id"]:
+                annotation["category_id"] = 0
+        path.write_text(json.dumps(coco))
+        data, where = ["--validation_file", str(path)], f"--validation_file {path}"
+    args = run_instance_segmentation.parse_args([*data, "--do_reduce_labels", *TINY_MASK2FORMER,
+                                                 "--output_dir", str(tmp_path / "out")])
+    PartialState()  # accelerate's logger needs it (the script's Accelerator makes it)
+    with caplog.at_level(logging.INFO):
+        splits, _, _ = run_instance_segmentation.load_raw_datasets(args)
+    assert [bool(record["category_ids"]) for record in splits["validation"]] == [True, False, True, True]
+    assert f"{where}: 1 of 4 images have no instance (kept)" in caplog.text
 
 @pytest.mark.slow
 def test_mask2former_learns_the_shapes_from_the_hub_layout(tmp_path):

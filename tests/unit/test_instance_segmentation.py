@@ -3,6 +3,7 @@
 run_instance_segmentation.py and the MNIST canvases of examples/instance_segmentation_data.py."""
 
 import json
+import re
 
 import instance_segmentation_data
 import numpy as np
@@ -200,6 +201,33 @@ def test_hub_label_maps_from_the_column_and_the_flag():
     with pytest.raises(ValueError, match=r"expected a non-empty JSON object"):
         inst.parse_id2label("{}")
 
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"1": "cat", "01": "dog"}', r"key '01' and '1' are the same class id"),
+    ('{"1": "cat", "1": "dog"}', r"key '1' is repeated; expected each class id once"),
+    ('{"1_0": "cat"}', r"key '1_0' is not an integer class id \(expected digits only"),
+    ('{"-1": "cat"}', r"key '-1' is not an integer class id"),
+    ('{" 1": "cat"}', r"key ' 1' is not an integer class id"),
+    ('{"1 ": "cat"}', r"key '1 ' is not an integer class id"),
+    ('{"+1": "cat"}', r"key '\+1' is not an integer class id"),
+    ('{"1": ""}', r"'1': ''; expected a non-empty name"),
+    ('{"1": "  "}', r"'1': '  '; expected a non-empty name"),
+    ('{"1": "cat", "2": "cat"}', r"the name 'cat' is given to class ids 1 and 2; expected one name per class"),
+])
+def test_bad_id2label_mappings_are_named(text, message):
+    """Mappings `int` or `json.loads` would let through (a repeated key keeps its last value; "1_0" is 10, " 1" is
+    1), and names that cannot be the model's labels: refused, naming --id2label and the key or name."""
+    with pytest.raises(ValueError, match=r"^--id2label " + re.escape(text) + ": " + message):
+        inst.parse_id2label(text)
+
+
+def test_a_good_id2label_mapping_from_text_and_file(tmp_path):
+    text = '{"0": "background", "01": "cat", "255": "dog cat"}'
+    assert inst.parse_id2label(text) == {0: "background", 1: "cat", 255: "dog cat"}
+    path = tmp_path / "id2label.json"
+    path.write_text(text)
+    assert inst.parse_id2label(str(path)) == {0: "background", 1: "cat", 255: "dog cat"}
 
 def thin_stroke_mask():
     """(64, 64) bool: a ring and a diagonal drawn 2 pixels wide, like an MNIST digit's ink on a 64-px canvas."""

@@ -651,7 +651,7 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
         size = [record["height"], record["width"]]
         predictions.append({"size": size, "masks": [r["counts"] for r in rles], "scores": scores, "labels": labels})
         references.append(coco_reference(record))
-        instances += [{"image_id": record["image_id"], "category_id": c, "segmentation": r, "score": round(s, 5)}
+        instances += [{"image_id": record["image_id"], "category_id": c, "segmentation": r, "score": s}
                       for r, c, s in zip(rles, labels, scores)]
     empty = sum(not prediction["labels"] for prediction in predictions)
     if empty == len(predictions):  # scored all the same (COCOeval gives 0 for no detection), but said

@@ -755,7 +755,7 @@ def evaluate(model, dataloader, accelerator, image_processor, records, label_to_
         predictions.append({"boxes": xywh, "scores": scores, "labels": categories})
         references.append(coco_reference(record))
         detections += [{"image_id": record["image_id"], "category_id": c, "bbox": [round(v, 2) for v in box],
-                        "score": round(s, 5)} for box, s, c in zip(xywh, scores, categories)]
+                        "score": s} for box, s, c in zip(xywh, scores, categories)]
     result = metric.compute(predictions=predictions, references=references, box_format="xywh")
     metrics = {key: result[key] for key in METRIC_KEYS}
     for category, value in zip(result["classes"], result["map_per_class"]):

@@ -164,7 +164,8 @@ def test_peer_metrics_folder_links_every_metric_the_peers_load(tmp_path):
     bench.peer_metrics_folder(tmp_path / "metrics")  # a second time: the links are replaced, no error
     for name in bench.PEER_METRICS:
         link = folder / name
-        assert link.is_symlink() and link.resolve() == (REPO / "common" / "metrics" / name).resolve()
+        source = REPO / ("benchmarks/peer_metrics" if name in bench.PEER_METRIC_OVERRIDES else "common/metrics")
+        assert link.is_symlink() and link.resolve() == (source / name).resolve()
         assert (link / f"{name}.py").is_file()  # what evaluate.load(name) imports from a local folder
     # every evaluate.load("...") of the peers that bench runs is among the links
     import re
@@ -176,6 +177,26 @@ def test_peer_metrics_folder_links_every_metric_the_peers_load(tmp_path):
             pytest.skip(f"{path} not present")
         names = set(re.findall(r'evaluate\.load\(\s*"(\w+)"', path.read_text()))
         assert names and names <= set(bench.PEER_METRICS), (script, names)
+
+
+def test_peer_seqeval_has_the_hub_keys_and_our_numbers():
+    """The ner peer reads `overall_*` (and per-type dicts); the bench's module gives them, equal to
+    common/metrics/seqeval's values on sentences with a miss, a false entity, a wrong type and an I- start."""
+    import evaluate
+
+    references = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG", "I-ORG", "O"], ["B-MISC", "O", "O"]]
+    predictions = [["B-PER", "I-PER", "O", "O"], ["B-LOC", "I-ORG", "I-ORG", "B-PER"], ["I-MISC", "O", "O"]]
+    peer = evaluate.load(str(REPO / "benchmarks" / "peer_metrics" / "seqeval"), keep_in_memory=True)
+    ours = evaluate.load(str(REPO / "common" / "metrics" / "seqeval"), keep_in_memory=True)
+    got = peer.compute(predictions=predictions, references=references)
+    want = ours.compute(predictions=predictions, references=references, return_entity_level_metrics=True)
+    for key in ("precision", "recall", "f1", "accuracy"):
+        assert got[f"overall_{key}"] == pytest.approx(want[key]), key
+    assert got["PER"] == {"precision": pytest.approx(0.5), "recall": 1.0, "f1": pytest.approx(2 / 3), "number": 1}
+    for entity_type in ("PER", "LOC", "ORG", "MISC"):
+        assert got[entity_type]["f1"] == pytest.approx(want[f"{entity_type}_f1"]), entity_type
+    # by hand: gold PER, LOC, ORG (I-ORG I-ORG after B-LOC), MISC; predicted PER, LOC, ORG, PER, MISC: 3 correct
+    assert got["overall_precision"] == pytest.approx(3 / 5) and got["overall_recall"] == pytest.approx(3 / 4)
 
 
 def flag_values(command, start):

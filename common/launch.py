@@ -48,6 +48,29 @@ def build_accelerator(args, **kwargs):
     return accelerator
 
 
+# Config attributes of LayerDrop (Fan et al., 2019, "Reducing Transformer Depth on Demand with Structured Dropout"):
+# the probability that a training step skips a whole layer.
+LAYERDROP_ATTRIBUTES = ("layerdrop", "encoder_layerdrop", "decoder_layerdrop")
+
+
+def uses_layerdrop(config):
+    """Whether a model of `config` skips whole layers at random in training (`LAYERDROP_ATTRIBUTES` > 0: wav2vec2,
+    HuBERT, WavLM default to 0.1).
+
+    Under DDP each process draws its own skipped layers, so a skipped layer's parameters get no gradient on one
+    process while another reduces them: DDP's gradient buckets then differ between the processes and the next
+    collective fails (gloo: "Received data size doesn't match expected size"). Such a model needs
+    `DistributedDataParallelKwargs(find_unused_parameters=True)`, which the transformers Trainer sets by default.
+
+    Args:
+        config: a `transformers.PretrainedConfig`.
+
+    Returns:
+        bool.
+    """
+    return any(float(getattr(config, name, 0) or 0) > 0 for name in LAYERDROP_ATTRIBUTES)
+
+
 def launcher_precision_override(flag, environ=None):
     """The warning for a script `--mixed_precision` (flag or recipe) that overrides a different one from the
     launcher, or None.

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
-from accelerate.utils import ProjectConfiguration
+from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -50,7 +50,7 @@ from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
-from common.launch import setup_run
+from common.launch import setup_run, uses_layerdrop
 from common.metrics import load_metric
 from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
@@ -538,12 +538,15 @@ def training_function(args):
     """
     # The launch config decides devices and processes; these arguments decide accumulation, precision and
     # trackers. `use_seedable_sampler`: an epoch's order depends on (seed, epoch) only, so resumes are exact.
+    config = build_config(args)
     accelerator = Accelerator(
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         mixed_precision=args.mixed_precision,
         log_with=parse_report_to(args.report_to) if args.with_tracking else None,
         project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+        # LayerDrop: each process skips its own layers, so DDP must find the unused parameters (common/launch.py).
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=uses_layerdrop(config))],
     )
     setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
     seed = args.seed if args.seed is not None else DEFAULT_DATA_SEED
@@ -560,7 +563,6 @@ def training_function(args):
         raise ValueError(f"{sources.get('train', sources.get('validation', 'the data'))}: one class only "
                          f"({names}); a classifier needs at least 2 (check the class folders or "
                          "--label_from_file_name / --label_column_name).")
-    config = build_config(args)
     label2id = align_labels(config, names, args.model_name_or_path, args.ignore_mismatched_sizes)
     label_to_id = {value: label2id[name] for value, name in zip(values, names)}
     feature_extractor = build_feature_extractor(args, config)

@@ -50,7 +50,7 @@ from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
 from common.gradient_checkpointing import enable_gradient_checkpointing
-from common.launch import setup_run
+from common.launch import setup_run, uses_layerdrop
 from common.optimization import build_lr_scheduler, build_optimizer, optimizer_options, plan_training_steps
 from common.preemption import sigterm_checkpointing
 from common.reporting import baseline_results, progress_bar
@@ -674,7 +674,8 @@ def training_function(args):
         log_with=parse_report_to(args.report_to) if args.with_tracking else None,
         project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=args.output_dir),
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
-        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=config.layerdrop > 0)],
+        # LayerDrop: each process skips its own layers, so DDP must find the unused parameters (common/launch.py).
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=uses_layerdrop(config))],
     )
     setup_run(accelerator, args, logger)  # process-group check, logging on the main process, seed
     seed = args.seed if args.seed is not None else DEFAULT_DATA_SEED

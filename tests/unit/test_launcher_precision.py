@@ -44,3 +44,18 @@ def test_setup_run_logs_it_and_the_run_uses_the_scripts_value():
     assert "USED no" in result.stdout
     assert "--mixed_precision no (this script's flag or --config recipe) overrides the launcher's mixed precision " \
            "bf16" in result.stdout + result.stderr
+
+
+def test_uses_layerdrop_reads_every_layerdrop_attribute():
+    """LayerDrop models need DDP's find_unused_parameters (common.launch.uses_layerdrop; the 2-process wav2vec2 run of
+    test_run_audio_classification failed without it): wav2vec2's default 0.1, Whisper's encoder_layerdrop, BART's
+    decoder_layerdrop; 0 and configs without the attribute are not."""
+    from transformers import BartConfig, BertConfig, Wav2Vec2Config, WhisperConfig
+
+    from common.launch import uses_layerdrop
+
+    assert uses_layerdrop(Wav2Vec2Config())  # layerdrop 0.1
+    assert not uses_layerdrop(Wav2Vec2Config(layerdrop=0.0))
+    assert uses_layerdrop(WhisperConfig(encoder_layerdrop=0.2)) and not uses_layerdrop(WhisperConfig())
+    assert uses_layerdrop(BartConfig(decoder_layerdrop=0.1)) and not uses_layerdrop(BartConfig())
+    assert not uses_layerdrop(BertConfig())

@@ -1183,6 +1183,11 @@ def main(argv=None):
     parser.add_argument("--seeds", default="43,44,45", help="Seeds of the `seeds` section (comma-separated).")
     parser.add_argument("--ttfs_compare_ref", default=None,
                         help="`ttfs` section: also measure this git ref (a temporary worktree), in interleaved pairs.")
+    parser.add_argument("--profile", action="store_true",
+                        help="Instead of timing, run each configuration of the sections once in one process under "
+                             "torch.profiler (benchmarks/profile_script.py) and write profiles.md: where plain and "
+                             "best spend their time, by what a switch can act on. Profiled runs are slower; their "
+                             "rows never enter bench.json's timings.")
     parser.add_argument("--peer_tasks", default=None,
                         help="Tasks of the `peers` section, comma-separated among glue,ner,qa,clm,mc (default: "
                              "glue,ner,qa,mc: the clm peer fails here, see docs/benchmarks.md).")
@@ -1270,6 +1275,11 @@ def main(argv=None):
         configs = for_this_host(configs, bf16_native)
         if not configs:
             continue
+        if args.profile:
+            lock.acquire()
+            profile_section(section, configs, output_dir, args.timeout)
+            lock.between_runs()
+            continue
         for name, group, script, processes, threads, dynamo, extra, notes in configs:
             # Runs of this configuration from earlier days are replaced; today's are kept, so a rerun adds a
             # sample (the table shows every run and reports the fastest quiet one).
@@ -1302,6 +1312,8 @@ def main(argv=None):
                 quiet += not row.get("failed") and other_load <= args.max_other_load
 
     lock.release()
+    if args.profile:
+        return None
 
     import torch
 
@@ -1345,6 +1357,51 @@ def main(argv=None):
     json_path.write_text(json.dumps(state, indent=2))
     print(text)
     return state
+
+
+def profile_section(section, configs, output_dir, timeout):
+    """Runs each (single-process) configuration of a section once under `benchmarks/profile_script.py` (the script's
+    `main` in one process, `OMP_NUM_THREADS` = the configuration's threads) and rewrites
+    `output_dir`/profiles.md from every profile.json under `output_dir`/profiles: per configuration, the seconds of
+    the profiled span (first training forward to the end of the last evaluation) in each class of
+    `profile_script.OP_CLASSES`, and each class's share.
+
+    The classes say where a best run still spends its time: bf16 acts on matrix products, convolutions and fused
+    attention; `--fast_dropout` on dropout; fused AdamW on the optimizer step; length grouping on every class in
+    proportion to the padding it removes; nothing on untraced Python or data loading.
+
+    Raises:
+        ValueError: for a multi-process configuration (the profiler sees one process).
+    """
+    import profile_script
+
+    for name, _group, script, processes, threads, _dynamo, extra, _notes in configs:
+        if processes != 1:
+            raise ValueError(f"bench --profile: {name} runs {processes} processes; profiles are of one process")
+        folder = output_dir / "profiles" / name
+        command = [sys.executable, str(REPO / "benchmarks" / "profile_script.py"), Path(script).stem] + list(extra)
+        results, wall, _peak, _log, other_load = run_one(name, command, folder, threads, timeout)
+        print(f"[bench] profile {name}: {wall:.0f} s wall, other load {other_load:.2f} cores"
+              + ("" if results else " (FAILED)"), flush=True)
+        profile_json = folder / "profile.json"
+        if profile_json.exists():
+            data = json.loads(profile_json.read_text())
+            data.update(section=section, other_load=other_load, wall_with_start_s=wall)
+            profile_json.write_text(json.dumps(data, indent=2))
+    profiles = []
+    for path in sorted((output_dir / "profiles").glob("*/profile.json")):
+        data = json.loads(path.read_text())
+        if "classes_s" in data:
+            profiles.append((path.parent.name, data))
+    lines = ["| configuration | span s | " + " | ".join(profile_script.OP_CLASSES) + " | other load |",
+             "|---|---|" + "---|" * len(profile_script.OP_CLASSES) + "---|"]
+    for name, data in profiles:
+        span = data["span_s"]
+        cells = [f"{data['classes_s'].get(c, 0.0):.1f} ({100 * data['classes_s'].get(c, 0.0) / span:.0f} %)"
+                 for c in profile_script.OP_CLASSES]
+        lines.append(f"| {name} | {span:.1f} | " + " | ".join(cells) + f" | {data.get('other_load', 0):.2f} |")
+    (output_dir / "profiles.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
 
 
 # ----------------------------------------------------------------------------------------------

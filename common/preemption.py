@@ -90,9 +90,9 @@ def pause_point(environ=None):
 def pause_here(accelerator, point):
     """Pauses the main process at `point` when `EXAMPLES_PAUSE_AT` names it, until SIGTERM/SIGUSR1 is recorded
     (then it returns and the run goes on to the preemption checkpoint) or the process is killed; first writes
-    `EXAMPLES_PAUSE_FILE` (if set) with the point, e.g. "after_step 12", so that a waiting test knows where the run
-    stands. The other processes do not pause: they wait for the main process in the next collective. Does nothing
-    (no system call) when the variable is unset or names another point.
+    `EXAMPLES_PAUSE_FILE` (if set; atomically, by a rename) with the point, e.g. "after_step 12", so that a
+    waiting test knows where the run stands. The other processes do not pause: they wait for the main process in
+    the next collective. Does nothing (no system call) when the variable is unset or names another point.
 
     Args:
         accelerator: the run's `Accelerator` (only `is_main_process` is read).
@@ -101,7 +101,11 @@ def pause_here(accelerator, point):
     if not accelerator.is_main_process or pause_point() != point:
         return
     if os.environ.get(PAUSE_FILE_ENV):
-        Path(os.environ[PAUSE_FILE_ENV]).write_text(f"{point[0]} {point[1]}\n")
+        # Written under another name and renamed: a waiting reader never finds the file empty.
+        target = Path(os.environ[PAUSE_FILE_ENV])
+        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        partial.write_text(f"{point[0]} {point[1]}\n")
+        os.replace(partial, target)
     while not signal_received():
         time.sleep(0.01)
 

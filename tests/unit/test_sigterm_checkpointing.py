@@ -124,3 +124,37 @@ def test_pause_here_waits_at_its_point_until_a_signal_then_returns(accelerator, 
         timer.join()
         assert waited >= 0.5 and preemption_requested(accelerator)
     assert (tmp_path / "paused").read_text() == "after_step 3\n"
+
+
+def test_the_pause_file_is_never_seen_empty(accelerator, monkeypatch, tmp_path):
+    """A waiting test reads the pause file as soon as it exists (tests/conftest.start_paused). Written in place, it
+    exists empty for a moment: the 2-worker `make test-slow` of 2026-12-05 read `[]` instead of `after_step 27`
+    (test_resume_all, fim). Written to a temporary name and renamed, it is complete whenever it exists."""
+    import threading
+
+    pause = tmp_path / "paused"
+    monkeypatch.setenv("EXAMPLES_PAUSE_AT", "after_step 3")
+    monkeypatch.setenv("EXAMPLES_PAUSE_FILE", str(pause))
+    seen, done = [], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            try:
+                seen.append(pause.read_text())
+            except FileNotFoundError:
+                pass
+
+    with sigterm_checkpointing():
+        os.kill(os.getpid(), signal.SIGTERM)  # recorded: every pause below writes its file and returns at once
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            for _ in range(3000):
+                pause_here(accelerator, ("after_step", 3))
+                pause.unlink()
+        finally:
+            done.set()
+            watcher.join()
+    assert seen, "the watcher never saw the file"
+    assert set(seen) == {"after_step 3\n"}, f"{seen.count('')} of {len(seen)} reads found the file empty"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no temporary file left behind

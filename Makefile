@@ -1,13 +1,18 @@
 # Run `make install` once (inside a virtual environment), then `make test`.
 PYTHON ?= python3
 PYTEST_FLAGS ?=
+# Test processes (pytest-xdist). Most of a test's time is single-threaded start-up (imports, launches), so two
+# workers on 2 cores nearly halve the wall time; whole test files go to one worker (`--dist loadfile`: a file's
+# shared fixtures are built once). PYTEST_WORKERS=0 runs everything in this one process (for a debugger).
+PYTEST_WORKERS ?= 2
+XDIST = -n $(PYTEST_WORKERS) --dist loadfile
 # Where the real benchmark files live (README, "Real data"); tests using them skip when absent.
 SHARED_DATA_DIR ?= $(abspath ../shared/data)
 export SHARED_DATA_DIR
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: install test test-unit test-examples test-all lint demo bench bench-gpu bench-streaming mutation
+.PHONY: install test test-unit test-examples test-slow test-all lint demo bench bench-gpu bench-streaming mutation
 
 # requirements.txt names only registry packages (a copied script installs it alone, README "Copying a script");
 # this repository's `common/` package is installed in editable mode so that `accelerate launch examples/run_*.py`
@@ -18,16 +23,20 @@ install:
 	$(PYTHON) -m pip install --no-deps -e .
 
 test:
-	$(PYTHON) -m pytest -m "not slow" --durations=25 $(PYTEST_FLAGS) tests
+	$(PYTHON) -m pytest -m "not slow" $(XDIST) --durations=25 $(PYTEST_FLAGS) tests
 
 test-unit:
-	$(PYTHON) -m pytest $(PYTEST_FLAGS) tests/unit
+	$(PYTHON) -m pytest $(XDIST) $(PYTEST_FLAGS) tests/unit
 
 test-examples:
-	$(PYTHON) -m pytest -m "not slow" $(PYTEST_FLAGS) tests/examples
+	$(PYTHON) -m pytest -m "not slow" $(XDIST) $(PYTEST_FLAGS) tests/examples
+
+# The slow set alone: what `make test-all` adds to `make test` (CI runs `make test`, then this).
+test-slow:
+	$(PYTHON) -m pytest -m slow $(XDIST) --durations=40 $(PYTEST_FLAGS) tests
 
 test-all:
-	$(PYTHON) -m pytest --durations=40 $(PYTEST_FLAGS) tests
+	$(PYTHON) -m pytest $(XDIST) --durations=40 $(PYTEST_FLAGS) tests
 
 lint:
 	$(PYTHON) -m ruff check common examples tests benchmarks

@@ -211,6 +211,18 @@ def tiny_bert(tmp_path_factory, classification_data):
     return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), texts)
 
 
+@pytest.fixture
+def fresh_wandb():
+    """wandb's process-wide settings built anew before and after the test. wandb reads WANDB_MODE and the other
+    environment settings once per process, when it is first set up (`wandb.login` or `wandb.init`), so a test
+    that calls it in-process in online mode left the next in-process test of the same pytest worker online
+    (`UsageError: No API key configured`, order-dependent under pytest-xdist). `wandb.teardown()` drops them."""
+    wandb = pytest.importorskip("wandb")
+    wandb.teardown()
+    yield wandb
+    wandb.teardown()
+
+
 def bf16_autocast_works_on_cpu():
     """True when torch can run a bf16 autocast matmul on this CPU (speed-switch tests then train in bf16)."""
     import torch

@@ -245,7 +245,8 @@ def test_a_tracker_that_is_not_installed_names_the_package(tmp_path, tiny_bert, 
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-def test_log_final_metrics_reach_the_hparams_view_and_the_wandb_summary(tmp_path, wandb_env, monkeypatch):
+def test_log_final_metrics_reach_the_hparams_view_and_the_wandb_summary(tmp_path, wandb_env, monkeypatch,
+                                                                     fresh_wandb):
     """`common.tracking.log_final_metrics` in-process with both trackers (what the scripts call before
     `end_training`): the HParams view pairs the flags with `final/<key>` metrics; the wandb summary gets `<key>`."""
     import argparse

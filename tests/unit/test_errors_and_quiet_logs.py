@@ -195,8 +195,7 @@ def test_report_to_implies_with_tracking_and_with_tracking_alone_means_all():
     assert not args.with_tracking and args.report_to is None
 
 
-def test_wandb_without_a_key_in_online_mode_is_refused_naming_offline_mode(tmp_path, monkeypatch):
-    pytest.importorskip("wandb")
+def test_wandb_without_a_key_in_online_mode_is_refused_naming_offline_mode(tmp_path, monkeypatch, fresh_wandb):
     from common.tracking import parse_report_to
 
     for name in ("WANDB_API_KEY", "WANDB_MODE"):

@@ -110,6 +110,7 @@ nn.functional.dropout, which --fast_dropout reaches since 2026-12-02 (SEQ2SEQ_BE
     python benchmarks/bench.py --sections switches --only plain,bf16
     python benchmarks/bench.py --sections clm,qa,translation,summarization,image
     python benchmarks/bench.py --sections qa --max_train_samples 16 --repeats 1 --retries 0 --output_dir /tmp/smoke
+    python benchmarks/bench.py --profile --sections mim,inst --max_train_samples 200   # where the time goes
 """
 
 import argparse

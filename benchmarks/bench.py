@@ -59,9 +59,10 @@ Sections (a few minutes each):
   w2v2      run_wav2vec2_pretraining: plain against --reuse_cpu_memory + group_by_length + fused AdamW + fast
             dropout, the 3.6M-parameter wav2vec2 of recipes/fsdd_wav2vec2_pretraining.yaml on --max_train_samples
             FSDD clips (800, 1 epoch of batch 16), contrastive loss on 100 held-out clips
-  mim       run_mim: plain against bf16 + fused AdamW + reuse, docs/run_mim.md's 0.14M-parameter ViT from a config
-            pretrained by SimMIM on --max_train_samples x 5 MNIST digits (4,000 of 8,000, 1 epoch of batch 64),
-            masked-pixel L1 on 500 held-out digits beside the mean-visible-pixel baseline
+  mim       run_mim: plain against bf16 + eager attention + fused AdamW + reuse (and bf16 with sdpa attention),
+            docs/run_mim.md's 0.14M-parameter ViT from a config pretrained by SimMIM on --max_train_samples x 5
+            MNIST digits (4,000 of 8,000, 1 epoch of batch 64), masked-pixel L1 on 500 held-out digits beside
+            the mean-visible-pixel baseline
   inst      run_instance_segmentation: plain against bf16 + fused AdamW + reuse, a small Mask2Former (Swin backbone
             from its config) on --max_train_samples / 4 MNIST canvases of 64 px (200 of the 800 built by
             examples/instance_segmentation_data.py, 1 epoch of batch 8), mask mAP@0.5 on 50 held-out canvases
@@ -674,11 +675,20 @@ def mim_args(max_train_samples, output_dir, extra=()):
     return [str(a) for a in args] + list(extra)
 
 
+# Eager attention: under bf16 on CPU, sdpa's flash-attention kernel is slow for the ViT's 16-dimension heads
+# (its backward 8 x fp32's in the 2026-12-05 profile, docs/benchmarks.md); eager's matrix products are not.
+EAGER = ["--attn_implementation", "eager"]
+
+
 def mim_configs(samples, output_dir):
-    """run_mim: plain against bf16 + fused AdamW + reuse (the ViT's dropout is 0, nothing for --fast_dropout; images
-    are not padded: the padding flags do not apply)."""
-    return plain_vs_best("mim", "examples/run_mim.py", lambda extra: mim_args(samples, output_dir, extra),
-                         BF16 + FUSED + REUSE, "bf16 + fused + reuse")
+    """run_mim: plain against bf16 + eager attention + fused AdamW + reuse, and the same with sdpa attention (the
+    best row until 2026-12-05, slower than plain) beside them. The ViT's dropout is 0, nothing for --fast_dropout;
+    images are not padded: the padding flags do not apply."""
+    args_of = lambda extra: mim_args(samples, output_dir, extra)  # noqa: E731
+    plain, best = plain_vs_best("mim", "examples/run_mim.py", args_of, BF16 + EAGER + FUSED + REUSE,
+                                "bf16 + eager attention + fused + reuse")
+    return [plain, ("mim_bf16_sdpa", "mim", "examples/run_mim.py", 1, 2, None, args_of(BF16 + FUSED + REUSE),
+                    "bf16 + fused + reuse, sdpa attention"), best]
 
 
 # tests/examples/test_run_instance_segmentation.py's MNIST Mask2Former: a Swin backbone from its config (embed 16,

@@ -16,7 +16,8 @@ What it changes in a model (`enable_fast_dropout`):
 - the attention-probability dropout of models that use transformers' attention interface (BERT, RoBERTa,
   GPT-2, Llama, BART, ...) and whose config sets it above 0: their attention runs as `eager` attention with
   this dropout, registered under the name `eager_fast_dropout` (the sdpa kernels draw their own masks
-  internally). With attention dropout 0 the model keeps its attention (sdpa is faster than eager there);
+  internally). With attention dropout 0 the model keeps its attention (sdpa is faster than eager there), and so
+  does a model whose attention `--attn_implementation` set to anything but eager;
 - `torch.nn.functional.dropout` calls made from the methods of the model's modules (Marian, BART, T5, DETR,
   Whisper apply their hidden-state dropout that way) go to `fast_dropout`, also when gradient checkpointing
   replays a layer in the backward pass. This is set up when the source of some module's `forward` contains
@@ -222,7 +223,7 @@ def fast_dropout_report():
     return dict(_report)
 
 
-def enable_fast_dropout(model):
+def enable_fast_dropout(model, attn_implementation=None):
     """Switches `model` (before `accelerator.prepare`) to `fast_dropout`, in place.
 
     Replaces every `torch.nn.Dropout` submodule by a `FastDropout` of the same p; where the model
@@ -234,6 +235,9 @@ def enable_fast_dropout(model):
 
     Args:
         model: a `torch.nn.Module` (usually a transformers `PreTrainedModel`).
+        attn_implementation: the attention the user chose (`--attn_implementation`), None for the model's default.
+            Only None and "eager" let the attention be switched; any other choice is kept, and that kernel draws its
+            own attention-dropout masks.
 
     Returns:
         (number of Dropout modules replaced, whether the attention was switched).
@@ -249,7 +253,7 @@ def enable_fast_dropout(model):
         nn.functional.dropout = functional_fast_dropout
         for module in model.modules():
             setattr(module, MARK, True)
-    switched = _switch_attention(model)
+    switched = attn_implementation in (None, "eager") and _switch_attention(model)
     _report.clear()
     _report.update({"fast_dropout_modules_replaced": replaced, "fast_dropout_attention_switched": switched,
                     "fast_dropout_functional_calls": functional})

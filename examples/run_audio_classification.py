@@ -44,6 +44,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_AUDIO_CLASSIFICATIO
 
 from common.adapters import apply_peft
 from common.args import add_common_args, check_model_flags, positive_float, positive_int, validate_common_args
+from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.data import check_separate_folders, load_data_files, require_columns, resolve_listing_paths
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -593,8 +594,10 @@ def training_function(args):
 
     # --use_peft: LoRA adapters, the task's head trained in full (common/adapters.py)
     model = apply_peft(model, args, modules_to_save=["projector", "classifier"], logger=logger)
+    if args.attn_implementation:  # the attention kernel, e.g. eager for small heads under bf16 (common/attention.py)
+        set_attn_implementation(model, args.attn_implementation, logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
-        enable_fast_dropout(model)
+        enable_fast_dropout(model, args.attn_implementation)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))

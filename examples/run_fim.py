@@ -43,6 +43,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 from common.accumulation import label_tokens
 from common.adapters import apply_peft
 from common.args import add_common_args, non_negative_int, positive_int, validate_common_args
+from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -697,8 +698,10 @@ def training_function(args):
                        "keep their initial rows and never train. --lora_modules_to_save embed_tokens (the embedding's "
                        "name in Llama models) trains the input rows in full; a tied output layer then keeps the "
                        "old rows.")
+    if args.attn_implementation:  # the attention kernel, e.g. eager for small heads under bf16 (common/attention.py)
+        set_attn_implementation(model, args.attn_implementation, logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
-        enable_fast_dropout(model)
+        enable_fast_dropout(model, args.attn_implementation)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))

@@ -42,6 +42,7 @@ from transformers import AutoConfig, AutoImageProcessor, AutoModelForMaskedImage
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_IMAGE_MODELING_MAPPING_NAMES
 
 from common.args import add_common_args, check_model_flags, non_negative_int, positive_int
+from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.data import load_data_files, require_columns, resolve_listing_paths, split_and_truncate
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -601,8 +602,10 @@ def training_function(args):
     train_dataloader = build_train_dataloader(args, train_dataset, collate_fn, accelerator)
     eval_dataloader = build_eval_dataloader(args, eval_dataset, collate_fn)
 
+    if args.attn_implementation:  # the attention kernel, e.g. eager for small heads under bf16 (common/attention.py)
+        set_attn_implementation(model, args.attn_implementation, logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
-        enable_fast_dropout(model)
+        enable_fast_dropout(model, args.attn_implementation)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))

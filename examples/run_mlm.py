@@ -38,6 +38,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 from common.accumulation import label_tokens
 from common.adapters import apply_peft
 from common.args import add_common_args, non_negative_int, positive_int, validate_common_args
+from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
@@ -741,8 +742,10 @@ def training_function(args):
         plan = plan_training_steps(args, train_dataloader, accelerator)
 
     model = apply_peft(model, args, logger=logger)  # --use_peft: LoRA adapters (common/adapters.py)
+    if args.attn_implementation:  # the attention kernel, e.g. eager for small heads under bf16 (common/attention.py)
+        set_attn_implementation(model, args.attn_implementation, logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
-        enable_fast_dropout(model)
+        enable_fast_dropout(model, args.attn_implementation)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))

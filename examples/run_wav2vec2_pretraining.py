@@ -44,6 +44,7 @@ from common.args import (
     positive_int,
     validate_common_args,
 )
+from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.data import check_separate_folders, split_and_truncate
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -707,8 +708,10 @@ def training_function(args):
                                               length_column="input_values")
     eval_dataloader = build_eval_dataloader(args, eval_dataset, eval_collator)
 
+    if args.attn_implementation:  # the attention kernel, e.g. eager for small heads under bf16 (common/attention.py)
+        set_attn_implementation(model, args.attn_implementation, logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
-        enable_fast_dropout(model)
+        enable_fast_dropout(model, args.attn_implementation)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)
         enable_gradient_checkpointing(model, accelerator)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay, **optimizer_options(args))

@@ -20,7 +20,7 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
-from conftest import SHARED_DATA, launch, read_results
+from conftest import SHARED_DATA, bf16_autocast_works_on_cpu, launch, read_results
 
 SCRIPT = "run_mim.py"
 TINY = ["--model_type", "vit", "--image_size", "32", "--model_patch_size", "4",
@@ -112,6 +112,36 @@ def test_saved_folder_fine_tunes_as_an_image_classifier(learning_run):
     with torch.no_grad():
         assert classifier(**inputs).logits.shape == (1, 3)
     assert ViTForMaskedImageModeling.from_pretrained(out).config.encoder_stride == 4
+
+
+def test_eager_attention_under_bf16_learns_and_saves_a_default_attention_model(patterns, tmp_path):
+    """--attn_implementation eager with --mixed_precision bf16 where the CPU has it (the bench's best run_mim
+    configuration, docs/benchmarks.md): the run learns as the sdpa run does, the log says which attention trains,
+    and the saved config does not pin eager (from_pretrained gives the default, sdpa)."""
+    from transformers import ViTForMaskedImageModeling
+
+    out = tmp_path / "out"
+    extra = ["--mixed_precision", "bf16"] if bf16_autocast_works_on_cpu() else []
+    result = launch(SCRIPT, run_args(patterns, out, 6, "--no-horizontal_flip", "--attn_implementation", "eager",
+                                     *extra))
+    results = read_results(out)
+    assert results["eval_loss"] < 0.6 * results["eval_baseline_loss"], results
+    assert "Attention: eager (--attn_implementation)" in result.stdout
+    assert ViTForMaskedImageModeling.from_pretrained(out).config._attn_implementation == "sdpa"
+
+
+def test_an_attention_the_model_refuses_stops_before_training(patterns, tmp_path):
+    """In-process `main`: transformers' refusal, named by the flag, before any step; nothing saved."""
+    from accelerate.state import AcceleratorState
+
+    try:
+        with pytest.raises(ValueError, match=r"--attn_implementation bogus: ViTForMaskedImageModeling: Specified "
+                                             r"`attn_implementation=\"bogus\"` is not supported"):
+            script.main([str(a) for a in run_args(patterns, tmp_path / "out", 1, "--attn_implementation", "bogus")])
+    finally:
+        AcceleratorState._reset_state()
+    assert not (tmp_path / "out" / "all_results.json").exists()
+    assert not (tmp_path / "out" / "model.safetensors").exists()
 
 
 @pytest.mark.parametrize("flags, message", [

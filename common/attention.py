@@ -1,0 +1,45 @@
+"""`--attn_implementation`: which attention kernel a transformers model runs, as `from_pretrained(...,
+attn_implementation=...)` chooses it, for models loaded from a checkpoint or built from a config alike.
+
+transformers' default is `sdpa` (`torch.nn.functional.scaled_dot_product_attention`) where the model supports it.
+That is not always the fastest: on CPU under bf16 autocast, sdpa's flash-attention kernel is slow for small head
+dimensions (docs/run_mim.md's ViT, 4 heads of 16: its backward took 1.20 s against 0.15 s in fp32, and a bf16 training
+step 134 ms against 90 ms in fp32), while `eager` attention (two matrix products and a softmax, which autocast runs in
+bf16 and fp32) took 42 ms, 2.2 x the fp32 sdpa step (docs/benchmarks.md).
+"""
+
+
+def set_attn_implementation(model, name, logger=None):
+    """Sets the attention implementation of `model` and of its sub-models (`PreTrainedModel.set_attn_implementation`),
+    in place, before `accelerator.prepare`.
+
+    Args:
+        model: a transformers `PreTrainedModel`, or a PEFT model wrapping one.
+        name: "eager", "sdpa", "flex_attention", "flash_attention_2", or any name transformers'
+            `AttentionInterface` knows (a registered function, a Hub kernel).
+        logger: where to say "Attention: <name> (--attn_implementation)" (main process), or None.
+
+    Returns:
+        The implementation the model's config reports afterwards (`name`).
+
+    Raises:
+        ValueError: naming --attn_implementation and the model class, where transformers refuses the name (unknown,
+            not supported by this architecture, its package not installed) or where the model cannot change its
+            attention (no `set_attn_implementation`, or one that only logs a warning, as Bloom and Falcon do).
+    """
+    model_class = type(getattr(model, "get_base_model", lambda: model)()).__name__
+    if not hasattr(model, "set_attn_implementation"):
+        raise ValueError(f"--attn_implementation {name}: {model_class} is not a transformers model whose attention "
+                         "can be chosen; leave the flag out")
+    try:
+        model.set_attn_implementation(name)
+    except (ValueError, ImportError) as error:
+        reason = str(error) if str(error).startswith(model_class) else f"{model_class}: {error}"
+        raise ValueError(f"--attn_implementation {name}: {reason}") from None
+    current = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if current != name:
+        raise ValueError(f"--attn_implementation {name}: {model_class} cannot change its attention implementation "
+                         f"(it stays {current!r}); leave the flag out")
+    if logger is not None:
+        logger.info(f"Attention: {name} (--attn_implementation)", main_process_only=True)
+    return current

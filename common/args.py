@@ -73,6 +73,19 @@ def non_negative_float(value):
     return number
 
 
+def attention_name(value):
+    """argparse type of --attn_implementation: a non-empty name, surrounding spaces removed (transformers itself
+    refuses unknown names when the model is built).
+
+    Raises:
+        argparse.ArgumentTypeError: for an empty or blank value.
+    """
+    if not value.strip():
+        raise argparse.ArgumentTypeError("expected an attention implementation such as eager or sdpa, got an empty "
+                                         "value (leave the flag out for the model's default)")
+    return value.strip()
+
+
 def non_negative_int(value):
     """argparse `type=` for an integer >= 0 (`--max_train_steps 0` means evaluation only).
 
@@ -292,6 +305,7 @@ def add_training_args(parser):
     )
     group.add_argument(
         "--attn_implementation",
+        type=attention_name,
         default=None,
         help="The model's attention kernel, as from_pretrained(attn_implementation=...): eager, sdpa, flex_attention, "
         "flash_attention_2, ... (default: the model's own, sdpa where supported). On CPU under bf16, eager is faster "

@@ -359,7 +359,7 @@ def training_function(args):
     # --use_peft: LoRA adapters, the task's head trained in full (common/adapters.py)
     model = apply_peft(model, args, task_type="CAUSAL_LM", logger=logger)
     if args.attn_implementation:  # the attention kernel, e.g. eager for small heads under bf16 (common/attention.py)
-        set_attn_implementation(model, args.attn_implementation, logger)
+        set_attn_implementation(model, args.attn_implementation, accelerator.device, logger)
     if args.fast_dropout:  # cheaper dropout masks on CPU (common/fast_dropout.py)
         enable_fast_dropout(model, args.attn_implementation)
     if args.gradient_checkpointing:  # activations recomputed in backward (common/gradient_checkpointing.py)

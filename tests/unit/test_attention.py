@@ -97,3 +97,62 @@ def test_fast_dropout_keeps_an_attention_the_user_chose(chosen, expected):
     assert replaced > 0
     assert switched == (expected == ATTENTION_NAME)
     assert model.config._attn_implementation == expected
+
+
+def test_a_paged_prefix_is_taken_as_transformers_takes_it():
+    """transformers keeps "paged|eager" and turns "paged|sdpa" into "sdpa" (with a FutureWarning): both accepted."""
+    model = tiny_bert()
+    assert set_attn_implementation(model, "paged|eager") == "paged|eager"
+    assert set_attn_implementation(model, "paged|sdpa") == "sdpa"
+
+
+def test_a_model_that_only_logs_that_it_cannot_switch_is_refused():
+    """Bloom's set_attn_implementation logs a warning and keeps its attention: read back, named, refused."""
+    from transformers import BloomConfig, BloomForCausalLM
+
+    model = BloomForCausalLM(BloomConfig(vocab_size=50, hidden_size=16, n_layer=1, n_head=2))
+    kept = model.config._attn_implementation
+    with pytest.raises(ValueError, match=rf"--attn_implementation flex_attention: BloomForCausalLM cannot switch its "
+                                         rf"attention to flex_attention after it is built \(it stays '{kept}'\)"):
+        set_attn_implementation(model, "flex_attention")
+
+
+def test_flex_attention_with_attention_dropout_is_refused_before_training():
+    """transformers' flex_attention raises at the first training forward when the config has attention dropout."""
+    with pytest.raises(ValueError, match=r"--attn_implementation flex_attention: BertForSequenceClassification's "
+                                         r"config sets attention_probs_dropout_prob=0.1, .* add "
+                                         r"attention_probs_dropout_prob=0 to --config_overrides"):
+        set_attn_implementation(tiny_bert(attention_dropout=0.1), "flex_attention")
+
+
+def test_flex_attention_is_refused_where_torch_has_no_backward_for_it():
+    """torch 2.13 has no flex_attention backward on CPU: found by a tiny step on the device, before training.
+    Without a device the check is skipped (the model is switched)."""
+    model = tiny_bert(attention_dropout=0.0)
+    assert set_attn_implementation(model, "flex_attention") == "flex_attention"
+    x = torch.zeros(1, 1, 8, 16, requires_grad=True)
+    from torch.nn.attention.flex_attention import flex_attention
+
+    try:
+        flex_attention(x, x, x).sum().backward()
+    except NotImplementedError:  # the torch installed here: the check must refuse
+        with pytest.raises(ValueError, match=r"--attn_implementation flex_attention: no training on cpu: "
+                                             r"FlexAttention does not support backward on CPU"):
+            set_attn_implementation(tiny_bert(attention_dropout=0.0), "flex_attention", torch.device("cpu"))
+    else:  # a torch with a CPU backward: the check lets it train
+        assert set_attn_implementation(tiny_bert(attention_dropout=0.0), "flex_attention", torch.device("cpu"))
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_an_empty_name_is_an_argument_error_not_the_default(value, capsys):
+    """`--attn_implementation ""` was taken as "not given" (and changed what --fast_dropout switched)."""
+    import run_glue
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_glue.parse_args(["--model_name_or_path", "m", "--train_file", "t.csv", "--output_dir", "o",
+                             "--attn_implementation", value])
+    assert exit_info.value.code == 2
+    assert ("argument --attn_implementation: expected an attention implementation such as eager or sdpa, got an "
+            "empty value") in capsys.readouterr().err
+    assert run_glue.parse_args(["--model_name_or_path", "m", "--train_file", "t.csv", "--output_dir", "o",
+                                "--attn_implementation", " eager "]).attn_implementation == "eager"

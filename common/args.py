@@ -309,7 +309,7 @@ def add_training_args(parser):
         default=None,
         help="The model's attention kernel, as from_pretrained(attn_implementation=...): eager, sdpa, flex_attention, "
         "flash_attention_2, ... (default: the model's own, sdpa where supported). On CPU under bf16, eager is faster "
-        "than sdpa for small heads (run_mim's ViT: 2.2 x, docs/benchmarks.md). Checked when the model is built, "
+        "than sdpa for small heads (run_mim's ViT: 2.0 x, docs/benchmarks.md). Checked when the model is built, "
         "before training; kept by --fast_dropout unless it is eager (common/attention.py).",
     )
     group.add_argument(

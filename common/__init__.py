@@ -12,6 +12,7 @@ One module per concern, a few plain functions each:
 - `common.sampling`: length-grouped sampling (`--group_by_length`), padding multiples, padding-flag checks.
 - `common.optimization`: AdamW with no-decay groups, step arithmetic, the learning-rate scheduler.
 - `common.fast_dropout`: `--fast_dropout`, cheaper dropout masks on CPU.
+- `common.attention`: `--attn_implementation`, the model's attention kernel (eager, sdpa, ...).
 - `common.adapters`: `--use_peft`, LoRA adapters through 🤗 PEFT, parameter counts, the merged save.
 - `common.gradient_checkpointing`: `--gradient_checkpointing`, activations recomputed in backward (memory).
 - `common.checkpointing`: atomic `step_N`/`epoch_N` checkpoints, `latest`, exact resume arithmetic.

@@ -373,6 +373,7 @@ NOT_RUN_SETTINGS = {
     "checkpointing_steps", "checkpoints_total_limit", "num_train_epochs", "max_train_steps", "with_tracking",
     "report_to", "push_to_hub", "hub_model_id", "hub_token", "hub_private_repo", "per_device_eval_batch_size",
     "dataloader_num_workers", "preprocessing_num_workers", "overwrite_cache", "mixed_precision", "fast_dropout",
+    "attn_implementation",  # a kernel choice, as mixed precision: a resume may change it (the break test did)
     "gradient_checkpointing", "reuse_cpu_memory", "trust_remote_code", "pad_to_multiple_of", "merge_adapter_on_save",
     "ddp_find_unused_parameters", "test_file", "test_source_file", "test_target_file", "max_predict_samples",
     "do_predict", "eval_mask_seed", "num_beams", "val_max_target_length", "max_new_tokens", "num_eval_samples",

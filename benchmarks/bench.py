@@ -145,6 +145,9 @@ GROUP = ["--group_by_length"]
 FUSED = ["--optim", "adamw_torch_fused"]
 FAST_DROPOUT = ["--fast_dropout"]
 REUSE = ["--reuse_cpu_memory"]  # glibc keeps freed memory for the next step: no page faults (common/hardware.py)
+# Eager attention: under bf16 on CPU, sdpa's flash-attention kernel is slow for small heads (run_mim's 16-dim heads:
+# its backward 8 x fp32's in the 2026-12-05 profile, docs/benchmarks.md); eager's matrix products are not.
+EAGER = ["--attn_implementation", "eager"]
 BEST_FLAGS_FILE = REPO / "benchmarks" / "best_flags.txt"
 
 
@@ -476,8 +479,10 @@ def qa_configs(samples, output_dir):
 MARIAN = ("d_model=256,encoder_layers=3,decoder_layers=3,encoder_attention_heads=4,decoder_attention_heads=4,"
           "encoder_ffn_dim=1024,decoder_ffn_dim=1024,dropout=0.1,scale_embedding=true")
 # The seq2seq sections' best switches. transformers' Marian applies its dropout with nn.functional.dropout, which
-# --fast_dropout routes to its sampler; its attention dropout is 0, so its sdpa attention stays.
-SEQ2SEQ_BEST = BF16 + GROUP + FUSED + FAST_DROPOUT + REUSE
+# --fast_dropout routes to its sampler; its attention dropout is 0, so --fast_dropout keeps its attention, and
+# eager attention is faster than sdpa under bf16 here too (64-dim heads; 2026-12-05: translation 169 -> 191-204,
+# summarization 42-45 -> 51-53 samples/s, docs/benchmarks.md).
+SEQ2SEQ_BEST = BF16 + EAGER + GROUP + FUSED + FAST_DROPOUT + REUSE
 
 
 def translation_args(max_train_samples, extra=()):
@@ -501,7 +506,7 @@ def translation_configs(samples):
     """run_translation: plain against SEQ2SEQ_BEST."""
     return plain_vs_best("translation", "examples/run_translation.py",
                          lambda extra: translation_args(samples, extra),
-                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused + fast dropout + reuse")
+                         SEQ2SEQ_BEST, "bf16 + eager + group_by_length + pad 8 + fused + fast dropout + reuse")
 
 
 def summarization_args(max_train_samples, extra=()):
@@ -524,7 +529,7 @@ def summarization_configs(samples):
     """run_summarization: plain against SEQ2SEQ_BEST."""
     return plain_vs_best("summarization", "examples/run_summarization.py",
                          lambda extra: summarization_args(samples, extra),
-                         SEQ2SEQ_BEST, "bf16 + group_by_length + pad 8 + fused + fast dropout + reuse")
+                         SEQ2SEQ_BEST, "bf16 + eager + group_by_length + pad 8 + fused + fast dropout + reuse")
 
 
 def image_args(max_train_samples, output_dir, extra=()):
@@ -673,11 +678,6 @@ def mim_args(max_train_samples, output_dir, extra=()):
             "--num_warmup_steps", "20", "--num_train_epochs", "1", "--seed", "0", "--max_train_samples",
             str(max_train_samples), "--max_eval_samples", "500", "--overwrite_output_dir"]
     return [str(a) for a in args] + list(extra)
-
-
-# Eager attention: under bf16 on CPU, sdpa's flash-attention kernel is slow for the ViT's 16-dimension heads
-# (its backward 8 x fp32's in the 2026-12-05 profile, docs/benchmarks.md); eager's matrix products are not.
-EAGER = ["--attn_implementation", "eager"]
 
 
 def mim_configs(samples, output_dir):

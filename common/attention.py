@@ -58,15 +58,13 @@ def set_attn_implementation(model, name, device=None, logger=None):
 
 def _check_flex_attention_trains(model, model_class, device):
     """Raises ValueError where a flex_attention model could not take a training step (see set_attn_implementation)."""
-    from .fast_dropout import ATTENTION_DROPOUT_ATTRIBUTES
+    from .fast_dropout import attention_dropout_setting
 
-    config = model.config
-    for attribute in ATTENTION_DROPOUT_ATTRIBUTES:
-        value = getattr(config, attribute, None)
-        if isinstance(value, (int, float)) and value > 0:
-            raise ValueError(f"--attn_implementation flex_attention: {model_class}'s config sets {attribute}={value}, "
-                             "and transformers' flex_attention has no attention dropout; add "
-                             f"{attribute}=0 to --config_overrides, or choose sdpa or eager")
+    attribute, value = attention_dropout_setting(model)
+    if value:
+        raise ValueError(f"--attn_implementation flex_attention: {model_class}'s config sets {attribute}={value}, "
+                         "and transformers' flex_attention has no attention dropout; add "
+                         f"{attribute}=0 to --config_overrides, or choose sdpa or eager")
     if device is None:
         return
     import torch

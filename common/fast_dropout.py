@@ -196,15 +196,21 @@ def _calls_functional_dropout(module_class):
         return False
 
 
-def _attention_dropout_probability(model):
-    """The attention-probability dropout the model's config sets (the first of ATTENTION_DROPOUT_ATTRIBUTES
-    found), or None when the model has no config or the config none of them."""
+def attention_dropout_setting(model):
+    """The attention-probability dropout the model's config sets: (attribute name, probability) for the first of
+    ATTENTION_DROPOUT_ATTRIBUTES found, or (None, None) when the model has no config or the config none of them.
+    Read by `--fast_dropout` and by `common.attention`'s flex_attention check."""
     config = getattr(model, "config", None)
     for name in ATTENTION_DROPOUT_ATTRIBUTES:
         value = getattr(config, name, None)
         if isinstance(value, (int, float)):
-            return float(value)
-    return None
+            return name, float(value)
+    return None, None
+
+
+def _attention_dropout_probability(model):
+    """The attention-probability dropout the model's config sets, or None (`attention_dropout_setting`)."""
+    return attention_dropout_setting(model)[1]
 
 
 # What the last `enable_fast_dropout` call in this process changed; `fast_dropout_report` gives it to all_results.json.

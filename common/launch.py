@@ -320,6 +320,10 @@ def quiet_libraries(accelerator):
       unexpected and re-initialised keys (`LoadReportInOneLine`);
     - DeepSpeed's "Setting accelerator to CPU" (DeepSpeed is imported by accelerate's `unwrap_model` whenever it is
       installed): dropped unless the run uses DeepSpeed (`ACCELERATE_USE_DEEPSPEED`);
+    - transformers' tensor-parallel plan check (`verify_tp_plan`, transformers 5.25), which runs on every
+      `from_pretrained` once `transformers.modeling_utils` logs warnings (set here, for the load report) and, for a
+      model loaded without a tensor-parallel plan, names every layer as "not sharded": dropped
+      (`_TensorParallelPlanCheck`; the scripts load no model with `tp_plan`);
     - absl's INFO lines (rouge-score logs "Using default tokenizer." at each ROUGE evaluation): warnings only.
     """
     import huggingface_hub
@@ -338,6 +342,9 @@ def quiet_libraries(accelerator):
     # filter keeps transformers' other warnings off the processes whose verbosity is "error".
     report_filter.quiet_below_error = not accelerator.is_local_main_process
     modeling_logger.setLevel(logging.WARNING)
+    tensor_parallel_logger = logging.getLogger("transformers.distributed.tensor_parallel")
+    if not any(isinstance(f, _TensorParallelPlanCheck) for f in tensor_parallel_logger.filters):
+        tensor_parallel_logger.addFilter(_TensorParallelPlanCheck())
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() not in ("1", "true"):
         deepspeed_logger = logging.getLogger("DeepSpeed")  # filters stay when DeepSpeed configures it on import
         if not any(isinstance(f, _DeepSpeedAcceleratorNotice) for f in deepspeed_logger.filters):
@@ -411,6 +418,17 @@ def loaded_weight_reports():
     modeling_logger = logging.getLogger("transformers.modeling_utils")
     report_filter = next((f for f in modeling_logger.filters if isinstance(f, LoadReportInOneLine)), None)
     return [dict(report) for report in report_filter.reports] if report_filter is not None else []
+
+
+class _TensorParallelPlanCheck(logging.Filter):
+    """Drops the two warnings of transformers' `verify_tp_plan` ("The following layers were not sharded: ...",
+    "The following TP rules were not applied ..."). They describe tensor parallelism, which these scripts never ask
+    for; since transformers 5.25 a model without a plan gets an empty one and the first warning lists all its
+    layers at every load. A script adapted to load with `tp_plan=` should remove this filter."""
+
+    def filter(self, record):
+        return not record.getMessage().startswith(("The following layers were not sharded",
+                                                   "The following TP rules were not applied"))
 
 
 class _DeepSpeedAcceleratorNotice(logging.Filter):

@@ -257,3 +257,31 @@ def test_on_other_processes_the_load_report_is_read_but_not_shown(tiny_bert):
     error = logging.LogRecord("transformers.modeling_utils", logging.ERROR, __file__, 1, "broken", None, None)
     assert quiet.filter(report) is False and quiet.filter(other) is False and quiet.filter(error) is True
     assert quiet.reports == [{"model": "BertModel", "source": "/m", "weights": ["pooler.dense.bias"]}]
+
+
+def test_loading_a_model_logs_no_tensor_parallel_plan_check(tiny_bert):
+    """CI of 2026-12-05 (transformers 5.25): after quiet_libraries set `transformers.modeling_utils` to WARNING,
+    every `from_pretrained` logged "The following layers were not sharded: <every layer>" (an empty tensor-parallel
+    plan, in a run that asks for none), twice on the terminal, and the 2-process start-up grew to 12 lines."""
+    from accelerate import Accelerator
+    from transformers import AutoModelForSequenceClassification
+
+    from common.launch import quiet_libraries
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    quiet_libraries(Accelerator(cpu=True))
+    transformers_logger = logging.getLogger("transformers")
+    handler = Keep(level=logging.DEBUG)
+    transformers_logger.addHandler(handler)
+    try:
+        AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
+    finally:
+        transformers_logger.removeHandler(handler)
+    assert not [message for message in records if "sharded" in message or "TP rules" in message], records
+    # The load report still comes through (it names the new head).
+    assert [message for message in records if "classifier.bias" in message], records

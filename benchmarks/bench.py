@@ -78,13 +78,14 @@ Sections (a few minutes each):
             batch size, learning rate, schedule, epochs and seed, 1 process x 2 threads, whole-process wall time,
             --repeats interleaved runs: peer fp32, peer under `accelerate launch --mixed_precision bf16`, ours
             plain, ours with benchmarks/best_flags.txt (the flags that apply, for clm); tasks glue (MRPC), ner
-            (CoNLL-2003), qa (XQuAD-en), clm (tinyshakespeare), mc (Cosmos QA as SWAG columns), --peer_tasks to
-            pick (default glue,ner,qa,mc; the ner peer reads the Hub seqeval's `overall_*` keys, given by
+            (CoNLL-2003), qa (XQuAD-en), clm (tinyshakespeare), mc (Cosmos QA as SWAG columns), translation
+            (Multi30k en-de, --max_train_samples x 4 pairs), --peer_tasks to pick (default glue,ner,qa,mc,
+            translation; the ner peer reads the Hub seqeval's `overall_*` keys, given by
             benchmarks/peer_metrics/seqeval; the clm peer stops at set-up, `DistributedType.TPU` is gone from
             accelerate 1.15); the ratio is the
             peer's best wall time / ours' best. The image, segmentation and detection peers
-            import torchvision / albumentations / torchmetrics (not installed: not run); translation and
-            summarization peers need a pretrained tokenizer (ours train one inside the run): not run yet
+            import torchvision / albumentations / torchmetrics (not installed: not run); the summarization
+            peer imports nltk and downloads its punkt data (not installed, no download here: not run)
   full      full MRPC, 3 epochs, seed 42: the reference loop, plain, all switches, all but
             --group_by_length, Trainer (the accuracy check; about 35 minutes)
   ttfs      time to first step of every script on the tests' tiny models (benchmarks/time_to_first_step.py;
@@ -1430,8 +1431,9 @@ def profile_section(section, configs, output_dir, timeout):
 PEERS = Path(os.environ.get("PEERS_DIR", REPO.parent / "shared" / "peers" / "transformers-examples"))
 PEER_METRICS = ("accuracy", "glue", "seqeval", "squad", "squad_v2", "sacrebleu", "rouge")
 # Metrics whose output keys the peers read differently from ours: the peer gets benchmarks/peer_metrics/<name>
-# (same numbers, the Hub module's keys; run_ner_no_trainer.py reads `overall_f1`, ours returns `f1`).
-PEER_METRIC_OVERRIDES = ("seqeval",)
+# (same numbers, the Hub module's keys; run_ner_no_trainer.py reads `overall_f1`, ours returns `f1`;
+# run_translation_no_trainer.py reads `score`, ours returns `bleu`).
+PEER_METRIC_OVERRIDES = ("seqeval", "sacrebleu")
 
 
 def peer_metrics_folder(folder):
@@ -1551,6 +1553,29 @@ def squad_to_flat(squad_json, peer_path, ours_path, limit=None):
     return len(records)
 
 
+def multi30k_to_jsonl(source_gz, target_gz, jsonl_path, limit=None):
+    """Multi30k's parallel gzipped text files (one sentence per line, line i of each a pair) as the JSON Lines both
+    translation scripts read, `{"translation": {"en": ..., "de": ...}}`, the first `limit` pairs. The languages are
+    the files' suffixes before `.gz` (`train.en.gz`). Returns the number written.
+
+    Raises:
+        ValueError: naming both files when they have different numbers of lines.
+    """
+    import gzip
+
+    source_lang, target_lang = Path(source_gz).suffixes[-2][1:], Path(target_gz).suffixes[-2][1:]
+    with gzip.open(source_gz, "rt", encoding="utf-8") as f:
+        sources = f.read().splitlines()
+    with gzip.open(target_gz, "rt", encoding="utf-8") as f:
+        targets = f.read().splitlines()
+    if len(sources) != len(targets):
+        raise ValueError(f"{source_gz} has {len(sources)} lines, {target_gz} {len(targets)}: expected line-aligned "
+                         "pairs")
+    pairs = list(zip(sources, targets))[:limit] if limit else list(zip(sources, targets))
+    write_jsonl(jsonl_path, [{"translation": {source_lang: s, target_lang: t}} for s, t in pairs])
+    return len(pairs)
+
+
 def cosmos_to_swag(csv_in, csv_out, limit=None):
     """Cosmos QA rows (`context`, `question`, `answer0`-`answer3`, `label`) in the column names that
     run_swag_no_trainer has built in: `sent1` (context), `sent2` (question), `ending0`-`ending3`, `label`; the first
@@ -1582,10 +1607,10 @@ def shared_hparams(batch, eval_batch, lr, epochs=1, seed=42, warmup=0, weight_de
             "--lr_scheduler_type", "linear", "--num_warmup_steps", str(warmup), "--weight_decay", str(weight_decay)]
 
 
-PEER_TASKS = ("glue", "ner", "qa", "clm", "mc")
+PEER_TASKS = ("glue", "ner", "qa", "clm", "mc", "translation")
 # clm is left out by default (docs/benchmarks.md): its peer stops before training with the installed accelerate 1.15
 # (`DistributedType.TPU`: AttributeError). ner runs since the peer gets benchmarks/peer_metrics/seqeval.
-DEFAULT_PEER_TASKS = ("glue", "ner", "qa", "mc")
+DEFAULT_PEER_TASKS = ("glue", "ner", "qa", "mc", "translation")
 
 
 def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
@@ -1595,7 +1620,8 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
 
     Args:
         samples: --max_train_samples of the bench (800): training pairs of glue; the other tasks scale it as the
-            bench's own sections do (ner: as many sentences, qa: half as many questions, mc: a quarter).
+            bench's own sections do (ner: as many sentences, qa: half as many questions, mc: a quarter,
+            translation: 4 x as many pairs).
         data_dir: folder for the converted data.
         best: ours' best flags (default `ALL`, benchmarks/best_flags.txt).
         which: the tasks to prepare, among `PEER_TASKS`.
@@ -1694,6 +1720,32 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
                                                "--label_column", "label"],
                            ours_best=best, train_samples=n, metric=("eval_accuracy", "eval_accuracy", True),
                            note=f"MiniLM-L6 on {n} Cosmos QA questions (split by context, 4 choices), accuracy on 200")
+
+    if "translation" in which:
+        # The peer builds a new model from --config_name and needs a tokenizer folder (ours can train its BPE inside
+        # the run; the peer cannot): one short run of ours (1 step) trains the 8,000-token BPE of the translation
+        # section on these pairs and saves it with the Marian config (decoder start, pad and end ids set); both sides
+        # then start from that config, from scratch, with that tokenizer.
+        translation = data_dir / "translation"
+        multi30k = SHARED / "multi30k"
+        n = multi30k_to_jsonl(multi30k / "train.en.gz", multi30k / "train.de.gz", translation / "train.json",
+                              samples * 4)
+        multi30k_to_jsonl(multi30k / "val.en.gz", multi30k / "val.de.gz", translation / "validation.json", 128)
+        common = ["--train_file", str(translation / "train.json"), "--validation_file",
+                  str(translation / "validation.json"), "--source_lang", "en", "--target_lang", "de",
+                  "--max_source_length", "64", "--max_target_length", "64", "--val_max_target_length", "64",
+                  "--num_beams", "1", *shared_hparams(64, 128, 1e-3, warmup=30, weight_decay=0.01)]
+        init = prepared(data_dir / "translation_init", [
+            REPO / "examples" / "run_translation.py", "--model_type", "marian", "--config_overrides",
+            MARIAN + ",max_position_embeddings=128", "--train_tokenizer_vocab_size", "8000", *common,
+            "--max_train_steps", "1", "--max_eval_samples", "8"])
+        common = ["--config_name", str(init), "--tokenizer_name", str(init), *common]
+        tasks["translation"] = dict(peer="translation/run_translation_no_trainer.py",
+                                    ours="examples/run_translation.py", peer_args=common, ours_args=common,
+                                    ours_best=SEQ2SEQ_BEST, train_samples=n, metric=("eval_bleu", "eval_bleu", True),
+                                    note=f"the Marian of recipes/multi30k_marian.yaml (3+3 layers, d_model 256) from "
+                                         f"scratch, 8,000-token BPE, the first {n} Multi30k en-de pairs, 1 epoch, "
+                                         "batch 64, BLEU of 128 greedy validation translations")
 
     return tasks
 

@@ -165,6 +165,25 @@ def test_conll_and_squad_and_swag_conversions(tmp_path):
                      "ending3": "d", "label": "2"}
 
 
+def test_multi30k_pairs_become_translation_records_and_misaligned_files_are_refused(tmp_path):
+    import gzip
+
+    def write(name, lines):
+        with gzip.open(tmp_path / name, "wt", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+
+    write("train.en.gz", ["A dog.", "Two men, one \"ball\"."])
+    write("train.de.gz", ["Ein Hund.", "Zwei Männer, ein „Ball“."])
+    assert bench.multi30k_to_jsonl(tmp_path / "train.en.gz", tmp_path / "train.de.gz", tmp_path / "t.json", 1) == 1
+    assert bench.multi30k_to_jsonl(tmp_path / "train.en.gz", tmp_path / "train.de.gz", tmp_path / "all.json") == 2
+    records = [json.loads(line) for line in (tmp_path / "all.json").read_text(encoding="utf-8").splitlines()]
+    assert records == [{"translation": {"en": "A dog.", "de": "Ein Hund."}},
+                       {"translation": {"en": "Two men, one \"ball\".", "de": "Zwei Männer, ein „Ball“."}}]
+    write("val.de.gz", ["Ein Hund."])
+    with pytest.raises(ValueError, match=r"train\.en\.gz has 2 lines, .*val\.de\.gz 1"):
+        bench.multi30k_to_jsonl(tmp_path / "train.en.gz", tmp_path / "val.de.gz", tmp_path / "x.json")
+
+
 def test_peer_metrics_folder_links_every_metric_the_peers_load(tmp_path):
     folder = bench.peer_metrics_folder(tmp_path / "metrics")
     bench.peer_metrics_folder(tmp_path / "metrics")  # a second time: the links are replaced, no error
@@ -177,7 +196,8 @@ def test_peer_metrics_folder_links_every_metric_the_peers_load(tmp_path):
     import re
 
     for script in ("text-classification/run_glue_no_trainer.py", "token-classification/run_ner_no_trainer.py",
-                   "question-answering/run_qa_no_trainer.py", "multiple-choice/run_swag_no_trainer.py"):
+                   "question-answering/run_qa_no_trainer.py", "multiple-choice/run_swag_no_trainer.py",
+                   "translation/run_translation_no_trainer.py"):
         path = bench.PEERS / script
         if not path.is_file():
             pytest.skip(f"{path} not present")
@@ -203,6 +223,26 @@ def test_peer_seqeval_has_the_hub_keys_and_our_numbers():
         assert got[entity_type]["f1"] == pytest.approx(want[f"{entity_type}_f1"]), entity_type
     # by hand: gold PER, LOC, ORG (I-ORG I-ORG after B-LOC), MISC; predicted PER, LOC, ORG, PER, MISC: 3 correct
     assert got["overall_precision"] == pytest.approx(3 / 5) and got["overall_recall"] == pytest.approx(3 / 4)
+
+
+def test_peer_sacrebleu_has_the_hub_keys_and_our_bleu():
+    """The translation peer reads `score`; the bench's module gives it, equal to common/metrics/sacrebleu's `bleu`,
+    with sacreBLEU's n-gram counts (by hand for a 6-token hypothesis against its reference minus one word)."""
+    import evaluate
+
+    predictions = ["the cat sat on the mat", "a dog runs in the park today", "hello"]
+    references = [["the cat sat on a mat"], ["a dog runs in the park"], ["hello world"]]
+    peer = evaluate.load(str(REPO / "benchmarks" / "peer_metrics" / "sacrebleu"), keep_in_memory=True)
+    ours = evaluate.load(str(REPO / "common" / "metrics" / "sacrebleu"), keep_in_memory=True)
+    got = peer.compute(predictions=predictions, references=references)
+    assert got["score"] == pytest.approx(ours.compute(predictions=predictions, references=references)["bleu"])
+    assert 0 < got["score"] < 100
+    one = peer.compute(predictions=predictions[:1], references=references[:1])
+    # unigrams: 5 of 6 match ("a" vs "the"); bigrams 3 of 5 (the cat, cat sat, sat on); 4-grams 1 of 3
+    assert one["counts"] == [5, 3, 2, 1] and one["totals"] == [6, 5, 4, 3]
+    assert one["sys_len"] == one["ref_len"] == 6 and one["bp"] == 1.0
+    with pytest.raises(ValueError, match="same number of references"):
+        peer.compute(predictions=["a", "b"], references=[["a"], ["b", "c"]])
 
 
 def flag_values(command, start):

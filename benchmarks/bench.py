@@ -1834,7 +1834,7 @@ def peers_table(rows, tasks_meta=None):
     if not rows:
         return ""
     meta = {"glue": ("accuracy", True), "ner": ("entity F1", True), "qa": ("F1", True), "clm": ("perplexity", False),
-            "mc": ("accuracy", True), **(tasks_meta or {})}
+            "mc": ("accuracy", True), "translation": ("BLEU", True), **(tasks_meta or {})}
     by_name = {}
     for row in rows:
         by_name.setdefault((row["task"], row["name"]), []).append(row)

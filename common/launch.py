@@ -323,7 +323,7 @@ def quiet_libraries(accelerator):
     - transformers' tensor-parallel plan check (`verify_tp_plan`, transformers 5.25), which runs on every
       `from_pretrained` once `transformers.modeling_utils` logs warnings (set here, for the load report) and, for a
       model loaded without a tensor-parallel plan, names every layer as "not sharded": dropped
-      (`_TensorParallelPlanCheck`; the scripts load no model with `tp_plan`);
+      (the scripts load no model with `tp_plan`);
     - absl's INFO lines (rouge-score logs "Using default tokenizer." at each ROUGE evaluation): warnings only.
     """
     import huggingface_hub
@@ -342,13 +342,10 @@ def quiet_libraries(accelerator):
     # filter keeps transformers' other warnings off the processes whose verbosity is "error".
     report_filter.quiet_below_error = not accelerator.is_local_main_process
     modeling_logger.setLevel(logging.WARNING)
-    tensor_parallel_logger = logging.getLogger("transformers.distributed.tensor_parallel")
-    if not any(isinstance(f, _TensorParallelPlanCheck) for f in tensor_parallel_logger.filters):
-        tensor_parallel_logger.addFilter(_TensorParallelPlanCheck())
+    # the scripts never ask for tensor parallelism (a script adapted to load with `tp_plan=` should drop this)
+    _drop_messages("transformers.distributed.tensor_parallel", _TENSOR_PARALLEL_PLAN_CHECK)
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() not in ("1", "true"):
-        deepspeed_logger = logging.getLogger("DeepSpeed")  # filters stay when DeepSpeed configures it on import
-        if not any(isinstance(f, _DeepSpeedAcceleratorNotice) for f in deepspeed_logger.filters):
-            deepspeed_logger.addFilter(_DeepSpeedAcceleratorNotice())
+        _drop_messages("DeepSpeed", _DEEPSPEED_ACCELERATOR_NOTICE)  # filters stay when DeepSpeed configures it
     logging.getLogger("absl").setLevel(logging.WARNING)
 
 
@@ -420,20 +417,28 @@ def loaded_weight_reports():
     return [dict(report) for report in report_filter.reports] if report_filter is not None else []
 
 
-class _TensorParallelPlanCheck(logging.Filter):
-    """Drops the two warnings of transformers' `verify_tp_plan` ("The following layers were not sharded: ...",
-    "The following TP rules were not applied ..."). They describe tensor parallelism, which these scripts never ask
-    for; since transformers 5.25 a model without a plan gets an empty one and the first warning lists all its
-    layers at every load. A script adapted to load with `tp_plan=` should remove this filter."""
+# transformers' `verify_tp_plan` warnings. They describe tensor parallelism; since transformers 5.25 a model without
+# a plan gets an empty one, and the first warning lists all its layers at every load.
+_TENSOR_PARALLEL_PLAN_CHECK = ("The following layers were not sharded", "The following TP rules were not applied")
+_DEEPSPEED_ACCELERATOR_NOTICE = ("Setting accelerator to", "Setting ds_accelerator to")
+
+
+class _DropMessages(logging.Filter):
+    """Drops the records whose message starts with one of `prefixes` (a tuple of str)."""
+
+    def __init__(self, prefixes):
+        super().__init__()
+        self.prefixes = prefixes
 
     def filter(self, record):
-        return not record.getMessage().startswith(("The following layers were not sharded",
-                                                   "The following TP rules were not applied"))
+        return not record.getMessage().startswith(self.prefixes)
 
 
-class _DeepSpeedAcceleratorNotice(logging.Filter):
-    def filter(self, record):
-        return not record.getMessage().startswith(("Setting accelerator to", "Setting ds_accelerator to"))
+def _drop_messages(logger_name, prefixes):
+    """Adds a `_DropMessages(prefixes)` filter to the logger `logger_name`, once (a later call changes nothing)."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, _DropMessages) for f in logger.filters):
+        logger.addFilter(_DropMessages(prefixes))
 
 
 # What a run leaves in --output_dir that a reader (or `--resume_from_checkpoint latest`) would take as the current

@@ -1553,26 +1553,22 @@ def squad_to_flat(squad_json, peer_path, ours_path, limit=None):
     return len(records)
 
 
-def multi30k_to_jsonl(source_gz, target_gz, jsonl_path, limit=None):
+def multi30k_to_jsonl(source_gz, target_gz, jsonl_path, limit=None, split="train"):
     """Multi30k's parallel gzipped text files (one sentence per line, line i of each a pair) as the JSON Lines both
-    translation scripts read, `{"translation": {"en": ..., "de": ...}}`, the first `limit` pairs. The languages are
-    the files' suffixes before `.gz` (`train.en.gz`). Returns the number written.
+    translation scripts read, `{"translation": {"en": ..., "de": ...}}`, the first `limit` pairs. The files are read
+    by run_translation's own `load_parallel_text` (as its `--<split>_source_file` / `--<split>_target_file`); the
+    languages are the files' suffixes before `.gz` (`train.en.gz`). Returns the number written.
 
     Raises:
-        ValueError: naming both files when they have different numbers of lines.
+        ValueError: naming both files when they have different numbers of lines (`load_parallel_text`).
     """
-    import gzip
+    if str(REPO / "examples") not in sys.path:
+        sys.path.insert(0, str(REPO / "examples"))
+    from run_translation import load_parallel_text
 
     source_lang, target_lang = Path(source_gz).suffixes[-2][1:], Path(target_gz).suffixes[-2][1:]
-    with gzip.open(source_gz, "rt", encoding="utf-8") as f:
-        sources = f.read().splitlines()
-    with gzip.open(target_gz, "rt", encoding="utf-8") as f:
-        targets = f.read().splitlines()
-    if len(sources) != len(targets):
-        raise ValueError(f"{source_gz} has {len(sources)} lines, {target_gz} {len(targets)}: expected line-aligned "
-                         "pairs")
-    pairs = list(zip(sources, targets))[:limit] if limit else list(zip(sources, targets))
-    write_jsonl(jsonl_path, [{"translation": {source_lang: s, target_lang: t}} for s, t in pairs])
+    pairs = load_parallel_text(source_gz, target_gz, source_lang, target_lang, split)["translation"][:limit or None]
+    write_jsonl(jsonl_path, [{"translation": pair} for pair in pairs])
     return len(pairs)
 
 
@@ -1730,7 +1726,8 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
         multi30k = SHARED / "multi30k"
         n = multi30k_to_jsonl(multi30k / "train.en.gz", multi30k / "train.de.gz", translation / "train.json",
                               samples * 4)
-        multi30k_to_jsonl(multi30k / "val.en.gz", multi30k / "val.de.gz", translation / "validation.json", 128)
+        multi30k_to_jsonl(multi30k / "val.en.gz", multi30k / "val.de.gz", translation / "validation.json", 128,
+                          split="validation")
         common = ["--train_file", str(translation / "train.json"), "--validation_file",
                   str(translation / "validation.json"), "--source_lang", "en", "--target_lang", "de",
                   "--max_source_length", "64", "--max_target_length", "64", "--val_max_target_length", "64",

@@ -180,7 +180,7 @@ def test_multi30k_pairs_become_translation_records_and_misaligned_files_are_refu
     assert records == [{"translation": {"en": "A dog.", "de": "Ein Hund."}},
                        {"translation": {"en": "Two men, one \"ball\".", "de": "Zwei Männer, ein „Ball“."}}]
     write("val.de.gz", ["Ein Hund."])
-    with pytest.raises(ValueError, match=r"train\.en\.gz has 2 lines, .*val\.de\.gz 1"):
+    with pytest.raises(ValueError, match=r"train\.en\.gz has 2 lines but .*val\.de\.gz has 1"):
         bench.multi30k_to_jsonl(tmp_path / "train.en.gz", tmp_path / "val.de.gz", tmp_path / "x.json")
 
 

@@ -1200,11 +1200,16 @@ def main(argv=None):
                              "torch.profiler (benchmarks/profile_script.py) and write profiles.md: where plain and "
                              "best spend their time, by what a switch can act on. Profiled runs are slower; their "
                              "rows never enter bench.json's timings.")
+    parser.add_argument("--peer_seeds", default="42",
+                        help="`peers` section: --seed values, comma-separated; every configuration runs --repeats "
+                             "times per seed, and the table gives the metric's median and range over them (how "
+                             "much of a metric difference between peer and ours is seed noise).")
     parser.add_argument("--peer_tasks", default=None,
                         help="Tasks of the `peers` section, comma-separated among glue,ner,qa,clm,mc (default: "
                              "glue,ner,qa,mc: the clm peer fails here, see docs/benchmarks.md).")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    peer_seeds = [int(s) for s in args.peer_seeds.split(",") if s.strip()]
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = set(sections) - set(ALL_SECTIONS)
     if unknown:
@@ -1246,7 +1251,7 @@ def main(argv=None):
             continue
         if section == "peers":  # transformers' own scripts against ours: rows of their own (peers.json, bench.md)
             run_peers(output_dir, args.max_train_samples, args.repeats, args.timeout, only,
-                      args.peer_tasks.split(",") if args.peer_tasks else None, bf16_native)
+                      args.peer_tasks.split(",") if args.peer_tasks else None, bf16_native, peer_seeds)
             continue
         if section == "mc":  # 4 sequences per question: a quarter of the questions
             configs = mc_configs(max(args.max_train_samples // 4, 1), output_dir)
@@ -1609,7 +1614,7 @@ PEER_TASKS = ("glue", "ner", "qa", "clm", "mc", "translation")
 DEFAULT_PEER_TASKS = ("glue", "ner", "qa", "mc", "translation")
 
 
-def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
+def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS, seed=42):
     """The peer section's tasks: {task: dict(peer=script under PEERS, ours=script, peer_args, ours_args,
     train_samples, metric=(peer key, ours key, higher_is_better), note)}; converts each task's data into
     `data_dir`/<task> first (kept between runs).
@@ -1621,6 +1626,7 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
         data_dir: folder for the converted data.
         best: ours' best flags (default `ALL`, benchmarks/best_flags.txt).
         which: the tasks to prepare, among `PEER_TASKS`.
+        seed: `--seed` of both sides (the data conversion does not depend on it).
 
     Returns:
         dict as described, in run order (glue first).
@@ -1641,7 +1647,7 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
         n = mrpc_to_csv(SHARED / "glue" / "mrpc" / "train.tsv", mrpc / "train.csv", samples)
         mrpc_to_csv(SHARED / "glue" / "mrpc" / "dev.tsv", mrpc / "validation.csv")
         common = ["--model_name_or_path", minilm, "--train_file", str(mrpc / "train.csv"), "--validation_file",
-                  str(mrpc / "validation.csv"), "--max_length", "128", *shared_hparams(16, 32, 5e-5)]
+                  str(mrpc / "validation.csv"), "--max_length", "128", *shared_hparams(16, 32, 5e-5, seed=seed)]
         tasks["glue"] = dict(peer="text-classification/run_glue_no_trainer.py", ours="examples/run_glue.py",
                              peer_args=common, ours_args=common, ours_best=best, train_samples=n,
                              metric=("eval_accuracy", "eval_accuracy", True),
@@ -1655,7 +1661,7 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
         conll_to_jsonl(conll / "valid.txt", ner / "validation.json", 500)
         common = ["--model_name_or_path", minilm, "--train_file", str(ner / "train.json"), "--validation_file",
                   str(ner / "validation.json"), "--text_column_name", "tokens", "--label_column_name", "ner_tags",
-                  "--max_length", "128", *shared_hparams(16, 32, 5e-5)]
+                  "--max_length", "128", *shared_hparams(16, 32, 5e-5, seed=seed)]
         tasks["ner"] = dict(peer="token-classification/run_ner_no_trainer.py", ours="examples/run_ner.py",
                             peer_args=common, ours_args=common, ours_best=best, train_samples=n,
                             metric=("eval_f1", "eval_f1", True),
@@ -1669,7 +1675,7 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
         n = squad_to_flat(split / "train.json", qa / "train.json", qa / "train.jsonl", max(samples // 2, 1))
         squad_to_flat(split / "validation.json", qa / "validation.json", qa / "validation.jsonl", 64)
         common = ["--model_name_or_path", minilm, "--max_seq_length", "384", "--doc_stride", "128",
-                  *shared_hparams(8, 32, 1e-4, warmup=5)]
+                  *shared_hparams(8, 32, 1e-4, warmup=5, seed=seed)]
         tasks["qa"] = dict(peer="question-answering/run_qa_no_trainer.py", ours="examples/run_qa.py",
                            peer_args=["--train_file", str(qa / "train.json"), "--validation_file",
                                       str(qa / "validation.json"), *common],
@@ -1693,7 +1699,7 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
                        **CLM_OVERRIDES).save_pretrained(config_dir)
         common = ["--config_name", str(config_dir), "--tokenizer_name", str(tokenizer), "--train_file",
                   str(SHARED / "tinyshakespeare" / "input.txt"), "--validation_split_percentage", "5", "--block_size",
-                  "128", *shared_hparams(32, 32, 2e-3, warmup=40)]
+                  "128", *shared_hparams(32, 32, 2e-3, warmup=40, seed=seed)]
         tasks["clm"] = dict(peer="language-modeling/run_clm_no_trainer.py", ours="examples/run_clm.py",
                             peer_args=common, ours_args=common, ours_best=BF16 + FUSED + FAST_DROPOUT + REUSE,
                             train_samples=None, metric=("perplexity", "eval_perplexity", False),
@@ -1708,7 +1714,7 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
         n = cosmos_to_swag(cosmos / "train.csv", mc / "train.csv", max(samples // 4, 1))
         cosmos_to_swag(cosmos / "validation.csv", mc / "validation.csv", 200)
         common = ["--model_name_or_path", minilm, "--train_file", str(mc / "train.csv"), "--validation_file",
-                  str(mc / "validation.csv"), "--max_seq_length", "128", *shared_hparams(8, 16, 1e-4)]
+                  str(mc / "validation.csv"), "--max_seq_length", "128", *shared_hparams(8, 16, 1e-4, seed=seed)]
         tasks["mc"] = dict(peer="multiple-choice/run_swag_no_trainer.py", ours="examples/run_multiple_choice.py",
                            peer_args=common,
                            ours_args=common + ["--context_column", "sent1", "--question_column", "sent2",
@@ -1731,7 +1737,7 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS):
         common = ["--train_file", str(translation / "train.json"), "--validation_file",
                   str(translation / "validation.json"), "--source_lang", "en", "--target_lang", "de",
                   "--max_source_length", "64", "--max_target_length", "64", "--val_max_target_length", "64",
-                  "--num_beams", "1", *shared_hparams(64, 128, 1e-3, warmup=30, weight_decay=0.01)]
+                  "--num_beams", "1", *shared_hparams(64, 128, 1e-3, warmup=30, weight_decay=0.01, seed=seed)]
         init = prepared(data_dir / "translation_init", [
             REPO / "examples" / "run_translation.py", "--model_type", "marian", "--config_overrides",
             MARIAN + ",max_position_embeddings=128", "--train_tokenizer_vocab_size", "8000", *common,
@@ -1760,24 +1766,26 @@ def peer_configs(task, spec):
     ]
 
 
-def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16_native=True):
-    """Runs the `peers` section: for each task, its four configurations `repeats` times, interleaved (forward, then
-    backward order, ...). Appends rows to `<output_dir>/peers/peers.json` and returns the list of rows of this call.
+def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16_native=True, seeds=(42,)):
+    """Runs the `peers` section: for each task and seed, its four configurations `repeats` times, interleaved
+    (forward, then backward order, ...). Appends rows to `<output_dir>/peers/peers.json` and returns the list of rows
+    of this call.
 
-    A row: name, task, side, repeat (the run's number among that configuration's runs in peers.json), wall_s
-    (whole process, launcher included), train_samples (training examples; for clm the blocks ours reports; the
-    table's samples/s = train_samples / wall_s), metric (the task's metric, None when the run failed), failed,
-    peak_rss_mib, other_load (cores used by other processes meanwhile), command, date.
+    A row: name, task, side, seed (`--seed` of that run, both sides get the same), repeat (the run's number among
+    that configuration's runs in peers.json), wall_s (whole process, launcher included), train_samples (training
+    examples; for clm the blocks ours reports; the table's samples/s = train_samples / wall_s), metric (the task's
+    metric, None when the run failed), failed, peak_rss_mib, other_load (cores used by other processes meanwhile),
+    command, date.
     """
     root = Path(output_dir) / "peers"
     metrics_dir = peer_metrics_folder(root / "metrics")
-    specs = peer_tasks(samples, root / "data", which=tasks or DEFAULT_PEER_TASKS)
-    wanted = list(specs)
+    by_seed = {seed: peer_tasks(samples, root / "data", which=tasks or DEFAULT_PEER_TASKS, seed=seed)
+               for seed in seeds}
     json_path = root / "peers.json"
     rows = json.loads(json_path.read_text()) if json_path.exists() else []
     new_rows = []
-    for task in wanted:
-        spec = specs[task]
+    for task, seed in [(task, seed) for task in by_seed[seeds[0]] for seed in seeds]:
+        spec = by_seed[seed][task]
         configs = [c for c in peer_configs(task, spec) if only is None or c[0] in only]
         if not bf16_native:
             # fp32-only host: bf16 is emulated; ours' best runs without it (as for_this_host does), the peer's bf16
@@ -1800,12 +1808,13 @@ def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16
                 train_samples = spec["train_samples"]
                 if train_samples is None and results is not None and side == "ours":
                     train_samples = results.get("train_samples")
-                row = {"name": name, "task": task, "side": side, "repeat": number, "wall_s": round(wall, 1),
+                row = {"name": name, "task": task, "side": side, "seed": seed, "repeat": number,
+                       "wall_s": round(wall, 1),
                        "train_samples": train_samples, "metric": metric, "failed": results is None,
                        "peak_rss_mib": round(peak_mib), "other_load": round(other_load, 2),
                        "command": " ".join(command).replace(str(REPO) + "/", ""),
                        "date": datetime.datetime.now().isoformat(timespec="seconds")}
-                print(f"[bench] {name} #{number}: wall {wall:.1f} s, metric {metric}, other load "
+                print(f"[bench] {name} #{number} (seed {seed}): wall {wall:.1f} s, metric {metric}, other load "
                       f"{other_load:.2f}", flush=True)
                 rows.append(row)
                 new_rows.append(row)
@@ -1815,7 +1824,8 @@ def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16
 
 def peers_table(rows, tasks_meta=None):
     """Markdown table of the peer section: per task and configuration the median whole-process wall time of its
-    runs (and every run's), samples/s (training examples / wall), the metric, the mean other load, and per task
+    runs (and every run's), samples/s (training examples / wall), the metric's median (with its range and the
+    number of runs where the runs differ, e.g. over --peer_seeds), the mean other load, and per task
     the ratio peer-best wall / ours-best wall (= ours' samples/s / the peer's best) and whether the metric is not
     lower (perplexity: not higher).
 
@@ -1853,6 +1863,10 @@ def peers_table(rows, tasks_meta=None):
             wall = statistics.median(r["wall_s"] for r in ok)
             metrics = [r["metric"] for r in ok if r["metric"] is not None]
             metric = statistics.median(metrics) if metrics else None
+            spec = '.3f' if metric is not None and abs(metric) < 10 else '.1f'
+            # runs of several seeds (or repeats) whose metrics differ: their range, the spread to compare with
+            metric_range = (f" ({format(min(metrics), spec)}-{format(max(metrics), spec)}, {len(metrics)} runs)"
+                            if len(set(metrics)) > 1 else "")
             samples = next((r["train_samples"] for r in runs if r.get("train_samples")), None)
             samples = samples or next((r["train_samples"] for (tt, _), rs in by_name.items() if tt == task
                                        for r in rs if r.get("train_samples")), None)
@@ -1861,7 +1875,7 @@ def peers_table(rows, tasks_meta=None):
             lines.append(f"| {task} | {name.removeprefix(task + '_')} | {wall:.1f} "
                          f"| {', '.join(format(r['wall_s'], '.1f') for r in ok)} "
                          f"| {fmt(None if not samples else samples / wall, '.1f')} "
-                         f"| {label} {fmt(metric, '.3f' if metric is not None and abs(metric) < 10 else '.1f')} "
+                         f"| {label} {fmt(metric, spec)}{metric_range} "
                          f"| {load:.2f} |")
         peers = {n: v for n, v in medians.items() if "_peer_" in n}
         ours = {n: v for n, v in medians.items() if "_ours_" in n}

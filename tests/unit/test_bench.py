@@ -285,6 +285,11 @@ def test_peer_and_ours_get_the_same_data_and_hyper_parameters(tmp_path, monkeypa
         assert {k: v for k, v in best.items() if k in flags[f"{task}_ours_plain"]} == flags[f"{task}_ours_plain"]
     with pytest.raises(ValueError, match="--peer_tasks: unknown"):
         bench.peer_tasks(40, tmp_path / "data", which=("image",))
+    # --peer_seeds: both sides of every configuration get the seed asked for
+    for task, spec in bench.peer_tasks(40, tmp_path / "data", which=("glue", "ner"), seed=43).items():
+        for name, side, command in bench.peer_configs(task, spec):
+            script = next(i for i, token in enumerate(command) if token.endswith(".py"))
+            assert flag_values(command, script + 1)["--seed"] == "43", name
 
 
 def test_peers_table_gives_the_ratio_to_the_peers_best_configuration():
@@ -306,6 +311,11 @@ def test_peers_table_gives_the_ratio_to_the_peers_best_configuration():
     clm = [dict(r, task="clm", name=r["name"].replace("glue", "clm"), metric=m) for r, m in
            zip(rows[:6], (300.0, 300.0, 290.0, 290.0, 250.0, 310.0))]
     assert bench.peers_table(clm).splitlines()[-1].split("|")[6].strip() == "no"  # perplexity: higher is worse
+    # runs over several seeds: the metric column gives the median and the range; runs that agree give no range
+    seeded = [dict(peer_row("ours_best", 45.0, m, i + 1), seed=42 + i) for i, m in enumerate((0.70, 0.74, 0.68))]
+    ours_best = next(line for line in bench.peers_table(seeded).splitlines() if "| ours_best |" in line)
+    assert ours_best.split("|")[6].strip() == "accuracy 0.700 (0.680-0.740, 3 runs)"
+    assert fp32.split("|")[6].strip() == "accuracy 0.700"
 
 
 @pytest.mark.slow  # imports five peer scripts and five of ours (about 10 s each on the loaded 2 cores)

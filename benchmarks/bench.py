@@ -1176,6 +1176,18 @@ def seed_table(chosen):
     return "\n".join(lines)
 
 
+def seed_list(parser, flag, text):
+    """The integers of a comma-separated `text` ("43,44"), in order; `parser.error` (exit 2, naming `flag` and the
+    value) when one is not an integer or none is given."""
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        parser.error(f"{flag} {text!r}: expected comma-separated integers, e.g. 43,44,45.")
+    if not seeds:
+        parser.error(f"{flag} {text!r}: expected at least one seed, e.g. 43,44,45.")
+    return seeds
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sections", default=",".join(DEFAULT_SECTIONS),
@@ -1208,8 +1220,7 @@ def main(argv=None):
                         help="Tasks of the `peers` section, comma-separated among glue,ner,qa,clm,mc (default: "
                              "glue,ner,qa,mc: the clm peer fails here, see docs/benchmarks.md).")
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    peer_seeds = [int(s) for s in args.peer_seeds.split(",") if s.strip()]
+    seeds, peer_seeds = seed_list(parser, "--seeds", args.seeds), seed_list(parser, "--peer_seeds", args.peer_seeds)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = set(sections) - set(ALL_SECTIONS)
     if unknown:

@@ -336,3 +336,17 @@ def test_peer_and_ours_accept_their_command_lines(tmp_path, monkeypatch):
             else:
                 args = module.parse_args(flags)
             assert args.seed == 42 and args.num_train_epochs == 1, name
+
+
+@pytest.mark.parametrize("flag", ["--seeds", "--peer_seeds"])
+@pytest.mark.parametrize("value, expected", [("43,x", "expected comma-separated integers"),
+                                             (",", "expected at least one seed")])
+def test_a_bad_seed_list_is_refused_by_name_before_anything_runs(flag, value, expected, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--sections", "peers", flag, value])
+    assert exit_info.value.code == 2
+    assert f"{flag} {value!r}: {expected}" in capsys.readouterr().err
+
+
+def test_seed_list_keeps_the_order_and_skips_blanks():
+    assert bench.seed_list(None, "--peer_seeds", "44, 42,,43") == [44, 42, 43]

@@ -1178,13 +1178,16 @@ def seed_table(chosen):
 
 def seed_list(parser, flag, text):
     """The integers of a comma-separated `text` ("43,44"), in order; `parser.error` (exit 2, naming `flag` and the
-    value) when one is not an integer or none is given."""
+    value) when one is not an integer, is outside numpy's seed range 0 to 2**32 - 1, or none is given."""
     try:
         seeds = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         parser.error(f"{flag} {text!r}: expected comma-separated integers, e.g. 43,44,45.")
     if not seeds:
         parser.error(f"{flag} {text!r}: expected at least one seed, e.g. 43,44,45.")
+    outside = [seed for seed in seeds if not 0 <= seed < 2**32]
+    if outside:  # numpy's seeding (set_seed) takes 0 to 2**32 - 1 only; refused here, not in every run
+        parser.error(f"{flag} {text!r}: {outside[0]} is outside 0 to 2**32 - 1, the seeds numpy accepts.")
     return seeds
 
 
@@ -1217,8 +1220,8 @@ def main(argv=None):
                              "times per seed, and the table gives the metric's median and range over them (how "
                              "much of a metric difference between peer and ours is seed noise).")
     parser.add_argument("--peer_tasks", default=None,
-                        help="Tasks of the `peers` section, comma-separated among glue,ner,qa,clm,mc (default: "
-                             "glue,ner,qa,mc: the clm peer fails here, see docs/benchmarks.md).")
+                        help=f"Tasks of the `peers` section, comma-separated among {','.join(PEER_TASKS)} (default: "
+                             f"{','.join(DEFAULT_PEER_TASKS)}: the clm peer fails here, see docs/benchmarks.md).")
     args = parser.parse_args(argv)
     seeds, peer_seeds = seed_list(parser, "--seeds", args.seeds), seed_list(parser, "--peer_seeds", args.peer_seeds)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
@@ -1749,7 +1752,7 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS, seed=42):
                   str(translation / "validation.json"), "--source_lang", "en", "--target_lang", "de",
                   "--max_source_length", "64", "--max_target_length", "64", "--val_max_target_length", "64",
                   "--num_beams", "1", *shared_hparams(64, 128, 1e-3, warmup=30, weight_decay=0.01, seed=seed)]
-        init = prepared(data_dir / "translation_init", [
+        init = prepared(data_dir / f"translation_init_{n}", [  # the BPE is trained on these n pairs
             REPO / "examples" / "run_translation.py", "--model_type", "marian", "--config_overrides",
             MARIAN + ",max_position_embeddings=128", "--train_tokenizer_vocab_size", "8000", *common,
             "--max_train_steps", "1", "--max_eval_samples", "8"])
@@ -1795,7 +1798,7 @@ def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16
     json_path = root / "peers.json"
     rows = json.loads(json_path.read_text()) if json_path.exists() else []
     new_rows = []
-    for task, seed in [(task, seed) for task in by_seed[seeds[0]] for seed in seeds]:
+    for task, (seed_index, seed) in [(task, seed) for task in by_seed[seeds[0]] for seed in enumerate(seeds)]:
         spec = by_seed[seed][task]
         configs = [c for c in peer_configs(task, spec) if only is None or c[0] in only]
         if not bf16_native:
@@ -1804,7 +1807,9 @@ def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16
             configs = [(n, s, without_flags(c, {"--mixed_precision"}) if n.endswith("ours_best") else c)
                        for n, s, c in configs]
         for repeat in range(repeats):
-            for name, side, command in (configs if repeat % 2 == 0 else configs[::-1]):
+            # forward, backward, forward ... across seeds too (--repeats 1 with 3 seeds: not peer first every time)
+            order = configs if (seed_index * repeats + repeat) % 2 == 0 else configs[::-1]
+            for name, side, command in order:
                 # a rerun into the same output_dir adds runs (numbered after the earlier ones) to peers.json
                 number = sum(r["name"] == name for r in rows) + 1
                 run_dir = root / "runs" / f"{name}_{number}"
@@ -1835,8 +1840,8 @@ def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16
 
 def peers_table(rows, tasks_meta=None):
     """Markdown table of the peer section: per task and configuration the median whole-process wall time of its
-    runs (and every run's), samples/s (training examples / wall), the metric's median (with its range and the
-    number of runs where the runs differ, e.g. over --peer_seeds), the mean other load, and per task
+    runs (and every run's), samples/s (training examples / wall), the metric (the median over seeds of each seed's
+    median; with the range over seeds, or over one seed's repeats where they differ), the mean other load, and per task
     the ratio peer-best wall / ours-best wall (= ours' samples/s / the peer's best) and whether the metric is not
     lower (perplexity: not higher).
 
@@ -1872,12 +1877,19 @@ def peers_table(rows, tasks_meta=None):
                 lines.append(f"| {task} | {name.removeprefix(task + '_')} | failed | | | | |")
                 continue
             wall = statistics.median(r["wall_s"] for r in ok)
-            metrics = [r["metric"] for r in ok if r["metric"] is not None]
-            metric = statistics.median(metrics) if metrics else None
+            # the metric per seed (median of that seed's repeats; rows from before --peer_seeds ran seed 42), then
+            # the median over seeds: a seed run twice does not count twice
+            by_seed = {}
+            for r in ok:
+                if r["metric"] is not None:
+                    by_seed.setdefault(r.get("seed", 42), []).append(r["metric"])
+            seed_metrics = [statistics.median(values) for values in by_seed.values()]
+            metric = statistics.median(seed_metrics) if seed_metrics else None
             spec = '.3f' if metric is not None and abs(metric) < 10 else '.1f'
-            # runs of several seeds (or repeats) whose metrics differ: their range, the spread to compare with
-            metric_range = (f" ({format(min(metrics), spec)}-{format(max(metrics), spec)}, {len(metrics)} runs)"
-                            if len(set(metrics)) > 1 else "")
+            spread, unit = ((seed_metrics, "seeds") if len(seed_metrics) > 1 else
+                            (next(iter(by_seed.values()), []), "runs"))  # one seed: the repeats' spread, if any
+            metric_range = (f" ({format(min(spread), spec)}-{format(max(spread), spec)} over {len(spread)} {unit})"
+                            if len(set(spread)) > 1 else "")
             samples = next((r["train_samples"] for r in runs if r.get("train_samples")), None)
             samples = samples or next((r["train_samples"] for (tt, _), rs in by_name.items() if tt == task
                                        for r in rs if r.get("train_samples")), None)

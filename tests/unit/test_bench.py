@@ -311,17 +311,25 @@ def test_peers_table_gives_the_ratio_to_the_peers_best_configuration():
     clm = [dict(r, task="clm", name=r["name"].replace("glue", "clm"), metric=m) for r, m in
            zip(rows[:6], (300.0, 300.0, 290.0, 290.0, 250.0, 310.0))]
     assert bench.peers_table(clm).splitlines()[-1].split("|")[6].strip() == "no"  # perplexity: higher is worse
-    # runs over several seeds: the metric column gives the median and the range; runs that agree give no range
-    seeded = [dict(peer_row("ours_best", 45.0, m, i + 1), seed=42 + i) for i, m in enumerate((0.70, 0.74, 0.68))]
+    assert fp32.split("|")[6].strip() == "accuracy 0.700"  # repeats that agree: no range
+    # several seeds: each seed's median, then the median over seeds (seed 42 run three times counts once), with
+    # the range over seeds; rows without a seed (before --peer_seeds) are seed 42
+    seeded = [dict(peer_row("ours_best", 45.0, m, i + 1), seed=seed) for i, (seed, m) in
+              enumerate([(42, 0.70), (42, 0.70), (43, 0.74), (44, 0.68), (45, 0.69)])]
+    seeded.append(peer_row("ours_best", 45.0, 0.70, 6))
     ours_best = next(line for line in bench.peers_table(seeded).splitlines() if "| ours_best |" in line)
-    assert ours_best.split("|")[6].strip() == "accuracy 0.700 (0.680-0.740, 3 runs)"
-    assert fp32.split("|")[6].strip() == "accuracy 0.700"
+    assert ours_best.split("|")[6].strip() == "accuracy 0.695 (0.680-0.740 over 4 seeds)"
+    # one seed whose repeats differ: their range
+    noisy = [peer_row("ours_best", 45.0, 0.70), peer_row("ours_best", 45.0, 0.72, 2)]
+    ours_best = next(line for line in bench.peers_table(noisy).splitlines() if "| ours_best |" in line)
+    assert ours_best.split("|")[6].strip() == "accuracy 0.710 (0.700-0.720 over 2 runs)"
 
 
-@pytest.mark.slow  # imports five peer scripts and five of ours (about 10 s each on the loaded 2 cores)
+@pytest.mark.slow  # imports the five default peer scripts and five of ours (about 10 s each on the loaded 2 cores)
 @pytest.mark.skipif(not SHARED_DATA.is_dir() or not bench.PEERS.is_dir(), reason="needs the shared data and peers")
 def test_peer_and_ours_accept_their_command_lines(tmp_path, monkeypatch):
-    # Both sides' own parse_args read the section's flags (nothing launched, no model loaded).
+    # Both sides' own parse_args read the section's flags (no training run of either side; translation's
+    # preparation does run one 1-step run of ours, which trains the BPE and saves the config both sides start from).
     monkeypatch.setattr(bench, "model_path", lambda: str(tmp_path / "model"))
     specs = bench.peer_tasks(16, tmp_path / "data")
     for task, spec in specs.items():
@@ -340,8 +348,14 @@ def test_peer_and_ours_accept_their_command_lines(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("flag", ["--seeds", "--peer_seeds"])
 @pytest.mark.parametrize("value, expected", [("43,x", "expected comma-separated integers"),
-                                             (",", "expected at least one seed")])
-def test_a_bad_seed_list_is_refused_by_name_before_anything_runs(flag, value, expected, capsys):
+                                             (",", "expected at least one seed"),
+                                             ("42,-1", "-1 is outside 0 to 2**32 - 1")])
+def test_a_bad_seed_list_is_refused_by_name_before_anything_runs(flag, value, expected, capsys, monkeypatch):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the bench went past its argument checks")
+
+    monkeypatch.setattr(bench, "run_peers", must_not_run)
+    monkeypatch.setattr(bench, "measure_peaks", must_not_run)
     with pytest.raises(SystemExit) as exit_info:
         bench.main(["--sections", "peers", flag, value])
     assert exit_info.value.code == 2

@@ -343,7 +343,9 @@ def quiet_libraries(accelerator):
     report_filter.quiet_below_error = not accelerator.is_local_main_process
     modeling_logger.setLevel(logging.WARNING)
     # the scripts never ask for tensor parallelism (a script adapted to load with `tp_plan=` should drop this)
-    _drop_messages("transformers.distributed.tensor_parallel", _TENSOR_PARALLEL_PLAN_CHECK)
+    # the check's module: transformers.distributed.tensor_parallel since 5.25, integrations.tensor_parallel before
+    for module in ("transformers.distributed.tensor_parallel", "transformers.integrations.tensor_parallel"):
+        _drop_messages(module, _TENSOR_PARALLEL_PLAN_CHECK)
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() not in ("1", "true"):
         _drop_messages("DeepSpeed", _DEEPSPEED_ACCELERATOR_NOTICE)  # filters stay when DeepSpeed configures it
     logging.getLogger("absl").setLevel(logging.WARNING)
@@ -417,8 +419,10 @@ def loaded_weight_reports():
     return [dict(report) for report in report_filter.reports] if report_filter is not None else []
 
 
-# transformers' `verify_tp_plan` warnings. They describe tensor parallelism; since transformers 5.25 a model without
-# a plan gets an empty one, and the first warning lists all its layers at every load.
+# transformers' `verify_tp_plan` warnings. They describe tensor parallelism, which these scripts never ask for; since
+# transformers 5.25 every load runs the check: a model without a plan gets an empty one (the first warning then
+# lists all its layers), and a model class with a built-in plan (Llama, ...) has it copied in (the warnings list
+# the layers and rules it does not cover).
 _TENSOR_PARALLEL_PLAN_CHECK = ("The following layers were not sharded", "The following TP rules were not applied")
 _DEEPSPEED_ACCELERATOR_NOTICE = ("Setting accelerator to", "Setting ds_accelerator to")
 
@@ -435,10 +439,15 @@ class _DropMessages(logging.Filter):
 
 
 def _drop_messages(logger_name, prefixes):
-    """Adds a `_DropMessages(prefixes)` filter to the logger `logger_name`, once (a later call changes nothing)."""
+    """Makes the logger `logger_name` drop the records that start with one of `prefixes` (a tuple of str): one
+    `_DropMessages` filter per logger, added on the first call; a later call adds the prefixes it does not hold yet
+    (calling again with the same prefixes changes nothing)."""
     logger = logging.getLogger(logger_name)
-    if not any(isinstance(f, _DropMessages) for f in logger.filters):
-        logger.addFilter(_DropMessages(prefixes))
+    existing = next((f for f in logger.filters if isinstance(f, _DropMessages)), None)
+    if existing is None:
+        logger.addFilter(_DropMessages(tuple(prefixes)))
+    else:
+        existing.prefixes += tuple(p for p in prefixes if p not in existing.prefixes)
 
 
 # What a run leaves in --output_dir that a reader (or `--resume_from_checkpoint latest`) would take as the current

@@ -274,14 +274,40 @@ def test_loading_a_model_logs_no_tensor_parallel_plan_check(tiny_bert):
         def emit(self, record):
             records.append(record.getMessage())
 
+    from transformers.integrations.tensor_parallel import verify_tp_plan  # defined in distributed/ since 5.25
+    from transformers.utils import logging as transformers_logging
+
     quiet_libraries(Accelerator(cpu=True))
     transformers_logger = logging.getLogger("transformers")
     handler = Keep(level=logging.DEBUG)
     transformers_logger.addHandler(handler)
+    verbosity = transformers_logging.get_verbosity()
+    # At WARNING the check's logger would print (an earlier test or TRANSFORMERS_VERBOSITY=error could hide it).
+    transformers_logging.set_verbosity_warning()
     try:
         AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
+        # Both of the check's warnings, whatever the installed version's loading does: a plan rule that matches no
+        # layer, and a layer that no rule covers.
+        verify_tp_plan(["bert.encoder.layer.0.attention.self.query.weight"], {"lm_head": "colwise"})
+        # another warning of the check's module: not one of the check's, kept
+        logging.getLogger(verify_tp_plan.__module__).warning("Another tensor-parallel warning")
     finally:
+        transformers_logging.set_verbosity(verbosity)
         transformers_logger.removeHandler(handler)
     assert not [message for message in records if "sharded" in message or "TP rules" in message], records
+    assert "Another tensor-parallel warning" in records
     # The load report still comes through (it names the new head).
     assert [message for message in records if "classifier.bias" in message], records
+
+
+def test_drop_messages_adds_the_prefixes_of_a_second_call_to_the_loggers_one_filter():
+    from common.launch import _drop_messages, _DropMessages
+
+    name = "tests.drop_messages"
+    _drop_messages(name, ("first",))
+    _drop_messages(name, ("second", "first"))
+    logger = logging.getLogger(name)
+    filters = [f for f in logger.filters if isinstance(f, _DropMessages)]
+    assert len(filters) == 1 and filters[0].prefixes == ("first", "second")
+    make = lambda text: logging.LogRecord(name, logging.WARNING, __file__, 1, text, None, None)  # noqa: E731
+    assert [logger.filter(make(text)) for text in ("first one", "second one", "third one")] == [False, False, True]

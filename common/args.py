@@ -915,7 +915,9 @@ def check_output_dir(args):
     - A path that exists and is not a folder (a file) is refused: the final save would fail after training.
     - A folder that already holds a model, results or checkpoints is refused unless `--overwrite_output_dir`
       (start again there; the earlier run's checkpoints, results and tracker runs are removed when the run
-      starts, see `common.launch.remove_previous_run`) or `--resume_from_checkpoint` (continue that run).
+      starts, see `common.launch.remove_previous_run`) or `--resume_from_checkpoint` (continue that run); the
+      message suggests `--resume_from_checkpoint latest` only where a complete checkpoint exists, and `latest`
+      is refused there when none does (it would start from scratch over the earlier results).
     - The folder is created (with its parents) and a file is written and removed in it, so a folder that
       cannot be created or written fails now rather than at the first checkpoint or the final save (and
       prediction files, written after training, always find their folder).
@@ -929,15 +931,30 @@ def check_output_dir(args):
             f"--output_dir {output_dir}: this is a file, not a folder; the model, checkpoints and results are "
             "written into a folder. Choose another --output_dir."
         )
-    if output_dir.is_dir() and not args.overwrite_output_dir and not args.resume_from_checkpoint:
+    if output_dir.is_dir() and not args.overwrite_output_dir:
+        from .checkpointing import list_checkpoints
+
         found = [name for name in _OUTPUT_MARKERS if (output_dir / name).exists()]
         found += sorted(p.name for p in output_dir.iterdir() if p.is_dir() and p.name.startswith(("step_", "epoch_")))
-        if found:
-            shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+        shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+        resumable = bool(list_checkpoints(output_dir))  # what `--resume_from_checkpoint latest` would continue
+        if found and not args.resume_from_checkpoint:
             raise ValueError(
                 f"--output_dir {output_dir} already holds results of an earlier run ({shown}). Pass "
-                "--overwrite_output_dir to start again there, --resume_from_checkpoint latest to continue that run, "
-                "or choose another --output_dir."
+                "--overwrite_output_dir to start again there, "
+                + ("--resume_from_checkpoint latest to continue that run, " if resumable else "")
+                + "or choose another --output_dir."
+            )
+        # `latest` without a checkpoint starts from scratch (a preemptible job's first launch, or one stopped
+        # before its first checkpoint: its eval history and half-written checkpoints may go); over a trained
+        # model or final results it would overwrite them (new-user trial, 2026-12-06)
+        trained = [name for name in _OUTPUT_MARKERS if name != "eval_history.jsonl" and (output_dir / name).exists()]
+        if trained and args.resume_from_checkpoint == "latest" and not resumable:
+            raise ValueError(
+                f"--resume_from_checkpoint latest: --output_dir {output_dir} holds results of an earlier run "
+                f"({', '.join(trained)}) but no complete checkpoint (step_N/ or epoch_N/ with its "
+                "training_progress.json) to continue from, so the run would start from scratch over them. Pass "
+                "--overwrite_output_dir to start again there, or choose another --output_dir."
             )
     try:
         output_dir.mkdir(parents=True, exist_ok=True)

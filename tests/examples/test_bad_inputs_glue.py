@@ -168,6 +168,22 @@ def test_finished_output_dir_without_overwrite(tiny_bert, files, finished_run, c
     assert_rejected(argv, expected + r"ults\.json, step_3\)", finished_run, capsys)
 
 
+def test_resume_latest_over_a_finished_run_without_a_checkpoint(tiny_bert, files, finished_run, capsys):
+    """New-user trial, 2026-12-06: the refusal above suggested `--resume_from_checkpoint latest` for a run that had
+    saved no checkpoint (make demo's); `latest` then found none, started from scratch and overwrote the earlier
+    model and results. Now the suggestion needs a checkpoint, and `latest` over a finished run without one is
+    refused."""
+    (finished_run / "step_3" / "training_progress.json").unlink()  # half-written: not a checkpoint to resume
+    argv = base(tiny_bert, files, finished_run)
+    argv.remove("--overwrite_output_dir")
+    assert_rejected(argv, r"already holds results of an earlier run \(.*\)\. Pass --overwrite_output_dir to start "
+                          r"again there, or choose another --output_dir\.", finished_run, capsys)
+    assert_rejected(argv + ["--resume_from_checkpoint", "latest"],
+                    r"--resume_from_checkpoint latest: --output_dir \S+ holds results of an earlier run "
+                    r"\(config\.json, model\.safetensors, all_results\.json\) but no complete checkpoint",
+                    finished_run, capsys)
+
+
 def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_bert, files, finished_run):
     before = snapshot(finished_run)
     result = launch("run_glue.py", base(tiny_bert, files, finished_run, "--text_column_names", "review"), check=False)

@@ -43,6 +43,26 @@ def test_output_dir_holding_only_a_best_model_or_eval_history_is_refused(tmp_pat
     assert (out / left).exists()
 
 
+def test_resume_latest_is_suggested_and_allowed_only_where_it_continues_a_run(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "eval_history.jsonl").write_text("{}\n")
+    # a run stopped before its first checkpoint left only its eval history: `latest` starts again (preemptible jobs)
+    validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", "latest"))
+    (out / "all_results.json").write_text("{}")
+    with pytest.raises(ValueError) as error:
+        validate_common_args(parse(tmp_path, "--output_dir", str(out)))
+    assert "--resume_from_checkpoint" not in str(error.value)  # no checkpoint: nothing to continue
+    with pytest.raises(ValueError, match=r"--resume_from_checkpoint latest: .* \(all_results\.json\) but no complete"):
+        validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", "latest"))
+    (out / "step_4").mkdir()
+    (out / "step_4" / "training_progress.json").write_text('{"completed_steps": 4}')
+    with pytest.raises(ValueError, match=r"--resume_from_checkpoint latest to continue that run"):
+        validate_common_args(parse(tmp_path, "--output_dir", str(out)))
+    validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", "latest"))
+    assert (out / "all_results.json").exists()
+
+
 def test_output_dir_that_cannot_be_created_is_refused(tmp_path):
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where a parent folder should be")

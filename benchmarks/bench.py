@@ -82,7 +82,9 @@ Sections (a few minutes each):
             (Multi30k en-de, --max_train_samples x 4 pairs), --peer_tasks to pick (default glue,ner,qa,mc,
             translation; the ner peer reads the Hub seqeval's `overall_*` keys, given by
             benchmarks/peer_metrics/seqeval; the clm peer stops at set-up, `DistributedType.TPU` is gone from
-            accelerate 1.15); the ratio is the
+            accelerate 1.15; translation's ours-best row leaves out --group_by_length, which kept a Marian from
+            scratch from learning); --peer_seeds 42,43,... runs each configuration per seed (metric: median over
+            seeds of each seed's median, with its range); the ratio is the
             peer's best wall time / ours' best. The image, segmentation and detection peers
             import torchvision / albumentations / torchmetrics (not installed: not run); the summarization
             peer imports nltk and downloads its punkt data (not installed, no download here: not run)

@@ -916,8 +916,9 @@ def check_output_dir(args):
     - A folder that already holds a model, results or checkpoints is refused unless `--overwrite_output_dir`
       (start again there; the earlier run's checkpoints, results and tracker runs are removed when the run
       starts, see `common.launch.remove_previous_run`) or `--resume_from_checkpoint` (continue that run); the
-      message suggests `--resume_from_checkpoint latest` only where a complete checkpoint exists, and `latest`
-      is refused there when none does (it would start from scratch over the earlier results).
+      message suggests `--resume_from_checkpoint latest` only where a complete checkpoint exists. Over a trained
+      model or final results, `latest` is refused when no checkpoint exists (it would start from scratch over
+      them), and so is a checkpoint outside the folder (another run's, continued over them).
     - The folder is created (with its parents) and a file is written and removed in it, so a folder that
       cannot be created or written fails now rather than at the first checkpoint or the final save (and
       prediction files, written after training, always find their folder).
@@ -949,7 +950,17 @@ def check_output_dir(args):
         # before its first checkpoint: its eval history and half-written checkpoints may go); over a trained
         # model or final results it would overwrite them (new-user trial, 2026-12-06)
         trained = [name for name in _OUTPUT_MARKERS if name != "eval_history.jsonl" and (output_dir / name).exists()]
-        if trained and args.resume_from_checkpoint == "latest" and not resumable:
+        resume = args.resume_from_checkpoint
+        # the folder `resolve_checkpoint` takes: the path as given, else a name inside --output_dir
+        checkpoint = next((c for c in (Path(resume), output_dir / resume) if c.is_dir()), None) if resume else None
+        if trained and resume != "latest" and checkpoint is not None:
+            if output_dir.resolve() not in checkpoint.resolve().parents:  # another run's, continued over these
+                raise ValueError(
+                    f"--resume_from_checkpoint {resume}: that checkpoint is not in --output_dir {output_dir}, which "
+                    f"holds results of another run ({', '.join(trained)}); the resumed run would overwrite them. "
+                    "Pass --overwrite_output_dir to replace them, or choose another --output_dir."
+                )
+        if trained and resume == "latest" and not resumable:
             raise ValueError(
                 f"--resume_from_checkpoint latest: --output_dir {output_dir} holds results of an earlier run "
                 f"({', '.join(trained)}) but no complete checkpoint (step_N/ or epoch_N/ with its "

@@ -60,6 +60,17 @@ def test_resume_latest_is_suggested_and_allowed_only_where_it_continues_a_run(tm
     with pytest.raises(ValueError, match=r"--resume_from_checkpoint latest to continue that run"):
         validate_common_args(parse(tmp_path, "--output_dir", str(out)))
     validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", "latest"))
+    validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", "step_4"))
+    validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", str(out / "step_4")))
+    # a checkpoint of another run, continued into this finished run's folder, would overwrite its results
+    other = tmp_path / "other" / "step_2"
+    other.mkdir(parents=True)
+    (other / "training_progress.json").write_text('{"completed_steps": 2}')
+    with pytest.raises(ValueError, match=r"--resume_from_checkpoint \S+step_2: that checkpoint is not in "
+                                         r"--output_dir \S+out, which holds results of another run \(all_results"):
+        validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", str(other)))
+    validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", str(other),
+                               "--overwrite_output_dir"))
     assert (out / "all_results.json").exists()
 
 

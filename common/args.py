@@ -680,8 +680,8 @@ def _config_paths_in(argv):
 # Files whose presence means --output_dir already holds results of an earlier run.
 # `best/` and `eval_history.jsonl` (issue 36) may be all a run left when it stopped after training (the break test
 # of 2026-12-04: a second run there removed the only trained model without --overwrite_output_dir).
-_OUTPUT_MARKERS = ("config.json", "model.safetensors", "pytorch_model.bin", "all_results.json", "best",
-                   "eval_history.jsonl")
+_OUTPUT_MARKERS = ("config.json", "model.safetensors", "pytorch_model.bin", "adapter_config.json",
+                   "adapter_model.safetensors", "all_results.json", "best", "eval_history.jsonl")
 
 
 def validate_common_args(args):
@@ -909,6 +909,62 @@ def check_helper_output_dir(parser, output_dir, overwrite):
         parser.error(f"--output_dir {output_dir} is not empty; pass --overwrite_output_dir to replace it")
 
 
+def _check_earlier_run(output_dir, resume):
+    """The part of `check_output_dir` for a folder that exists and no `--overwrite_output_dir`: what an earlier
+    run left there may only be continued, never started over or replaced (see `check_output_dir`).
+
+    Raises:
+        ValueError: naming --output_dir / --resume_from_checkpoint, what was found and what to pass instead.
+    """
+    from .checkpointing import is_resumable_checkpoint, list_checkpoints
+
+    found = [name for name in _OUTPUT_MARKERS if (output_dir / name).exists()]
+    found += sorted(p.name for p in output_dir.iterdir() if p.is_dir() and p.name.startswith(("step_", "epoch_")))
+    # loadable by name, though `latest` skips them (no training_progress.json: accelerate's save_state alone)
+    checkpoint_folders = sorted((name for name in found if name.startswith(("step_", "epoch_"))
+                                 and is_resumable_checkpoint(output_dir / name)),
+                                key=lambda name: int(name.rpartition("_")[2]) if name.rpartition("_")[2].isdigit()
+                                else -1)  # the last is the one to suggest (step_10 after step_9)
+    if not found:
+        return
+    shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+    complete = list_checkpoints(output_dir)  # what `--resume_from_checkpoint latest` would continue
+    if not resume:
+        suggestion = ("--resume_from_checkpoint latest to continue that run, " if complete else
+                      f"--resume_from_checkpoint {checkpoint_folders[-1]} to continue from that checkpoint, "
+                      if checkpoint_folders else "")
+        raise ValueError(
+            f"--output_dir {output_dir} already holds results of an earlier run ({shown}). Pass "
+            f"--overwrite_output_dir to start again there, {suggestion}or choose another --output_dir."
+        )
+    inside = output_dir.resolve()
+    if resume == "latest":
+        # without a complete checkpoint `latest` starts from scratch (a preemptible job's first launch, or one
+        # stopped before its first checkpoint with only its eval history): refused over a trained model, final
+        # results or checkpoint folders it cannot read, which the new run would overwrite (new-user trial and
+        # break test, 2026-12-06)
+        if not complete and found != ["eval_history.jsonl"]:
+            raise ValueError(
+                f"--resume_from_checkpoint latest: --output_dir {output_dir} holds results of an earlier run "
+                f"({shown}) but no complete checkpoint (step_N/ or epoch_N/ with its training_progress.json) to "
+                "continue from, so the run would start from scratch over them. Pass --overwrite_output_dir to start "
+                "again there, "
+                + (f"--resume_from_checkpoint {checkpoint_folders[-1]} to load that folder by name, "
+                   if checkpoint_folders else "")
+                + "or choose another --output_dir."
+            )
+        chosen = complete[-1][1] if complete else None
+    else:  # the folder `resolve_checkpoint` takes: the path as given, else a name inside --output_dir
+        chosen = next((c for c in (Path(resume), output_dir / resume) if c.is_dir()), None)
+    if chosen is not None and inside not in chosen.resolve().parents:
+        raise ValueError(
+            f"--resume_from_checkpoint {resume}: the checkpoint {chosen.resolve()} is not inside --output_dir "
+            f"{output_dir}, which holds what an earlier run left ({shown}); continuing another run there would "
+            "overwrite it. Pass --overwrite_output_dir to replace it, or choose another --output_dir. (A checkpoint "
+            "name is looked up as a path first, then inside --output_dir.)"
+        )
+
+
 def check_output_dir(args):
     """Checks `--output_dir` before anything is loaded, and creates it.
 
@@ -916,9 +972,9 @@ def check_output_dir(args):
     - A folder that already holds a model, results or checkpoints is refused unless `--overwrite_output_dir`
       (start again there; the earlier run's checkpoints, results and tracker runs are removed when the run
       starts, see `common.launch.remove_previous_run`) or `--resume_from_checkpoint` (continue that run); the
-      message suggests `--resume_from_checkpoint latest` only where a complete checkpoint exists. Over a trained
-      model or final results, `latest` is refused when no checkpoint exists (it would start from scratch over
-      them), and so is a checkpoint outside the folder (another run's, continued over them).
+      message suggests `--resume_from_checkpoint latest` only where a complete checkpoint exists. `latest`
+      without a complete checkpoint is refused unless the folder holds only an eval history (it would start
+      from scratch over the rest), and a checkpoint outside the folder (another run's) is refused.
     - The folder is created (with its parents) and a file is written and removed in it, so a folder that
       cannot be created or written fails now rather than at the first checkpoint or the final save (and
       prediction files, written after training, always find their folder).
@@ -933,40 +989,7 @@ def check_output_dir(args):
             "written into a folder. Choose another --output_dir."
         )
     if output_dir.is_dir() and not args.overwrite_output_dir:
-        from .checkpointing import list_checkpoints
-
-        found = [name for name in _OUTPUT_MARKERS if (output_dir / name).exists()]
-        found += sorted(p.name for p in output_dir.iterdir() if p.is_dir() and p.name.startswith(("step_", "epoch_")))
-        shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
-        resumable = bool(list_checkpoints(output_dir))  # what `--resume_from_checkpoint latest` would continue
-        if found and not args.resume_from_checkpoint:
-            raise ValueError(
-                f"--output_dir {output_dir} already holds results of an earlier run ({shown}). Pass "
-                "--overwrite_output_dir to start again there, "
-                + ("--resume_from_checkpoint latest to continue that run, " if resumable else "")
-                + "or choose another --output_dir."
-            )
-        # `latest` without a checkpoint starts from scratch (a preemptible job's first launch, or one stopped
-        # before its first checkpoint: its eval history and half-written checkpoints may go); over a trained
-        # model or final results it would overwrite them (new-user trial, 2026-12-06)
-        trained = [name for name in _OUTPUT_MARKERS if name != "eval_history.jsonl" and (output_dir / name).exists()]
-        resume = args.resume_from_checkpoint
-        # the folder `resolve_checkpoint` takes: the path as given, else a name inside --output_dir
-        checkpoint = next((c for c in (Path(resume), output_dir / resume) if c.is_dir()), None) if resume else None
-        if trained and resume != "latest" and checkpoint is not None:
-            if output_dir.resolve() not in checkpoint.resolve().parents:  # another run's, continued over these
-                raise ValueError(
-                    f"--resume_from_checkpoint {resume}: that checkpoint is not in --output_dir {output_dir}, which "
-                    f"holds results of another run ({', '.join(trained)}); the resumed run would overwrite them. "
-                    "Pass --overwrite_output_dir to replace them, or choose another --output_dir."
-                )
-        if trained and resume == "latest" and not resumable:
-            raise ValueError(
-                f"--resume_from_checkpoint latest: --output_dir {output_dir} holds results of an earlier run "
-                f"({', '.join(trained)}) but no complete checkpoint (step_N/ or epoch_N/ with its "
-                "training_progress.json) to continue from, so the run would start from scratch over them. Pass "
-                "--overwrite_output_dir to start again there, or choose another --output_dir."
-            )
+        _check_earlier_run(output_dir, args.resume_from_checkpoint)
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=output_dir, prefix=".write-check-"):

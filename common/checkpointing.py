@@ -88,6 +88,16 @@ def list_checkpoints(output_dir):
     return sorted(found)
 
 
+def is_resumable_checkpoint(path):
+    """True when `resolve_checkpoint` accepts the folder `path`: it holds `training_progress.json` (written by
+    `save_checkpoint`), or it is named step_N / epoch_N and holds accelerate's state files (`save_state` alone,
+    as the transformers examples write it)."""
+    path = Path(path)
+    if (path / PROGRESS_FILE).is_file():
+        return True
+    return bool(_NAME.match(path.name)) and all((path / f).is_file() for f in _STATE_FILES)
+
+
 def resolve_checkpoint(value, output_dir):
     """Turns `--resume_from_checkpoint` into a checkpoint folder.
 
@@ -111,8 +121,7 @@ def resolve_checkpoint(value, output_dir):
         raise ValueError(
             f"--resume_from_checkpoint {value}: no such folder (looked for {candidates[0]} and {candidates[1]})."
         )
-    has_progress = (path / PROGRESS_FILE).is_file()
-    if not has_progress and not (_NAME.match(path.name) and all((path / f).is_file() for f in _STATE_FILES)):
+    if not is_resumable_checkpoint(path):
         raise ValueError(
             f"--resume_from_checkpoint {value}: {path} is not a training checkpoint (expected a step_N or epoch_N "
             f"folder holding {PROGRESS_FILE} or accelerate's {', '.join(_STATE_FILES)})."

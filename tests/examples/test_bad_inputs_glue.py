@@ -180,7 +180,7 @@ def test_resume_latest_over_a_finished_run_without_a_checkpoint(tiny_bert, files
                           r"again there, or choose another --output_dir\.", finished_run, capsys)
     assert_rejected(argv + ["--resume_from_checkpoint", "latest"],
                     r"--resume_from_checkpoint latest: --output_dir \S+ holds results of an earlier run "
-                    r"\(config\.json, model\.safetensors, all_results\.json\) but no complete checkpoint",
+                    r"\(config\.json, model\.safetensors, all_results\.json, step_3\) but no complete checkpoint",
                     finished_run, capsys)
 
 

@@ -53,7 +53,8 @@ def test_resume_latest_is_suggested_and_allowed_only_where_it_continues_a_run(tm
     with pytest.raises(ValueError) as error:
         validate_common_args(parse(tmp_path, "--output_dir", str(out)))
     assert "--resume_from_checkpoint" not in str(error.value)  # no checkpoint: nothing to continue
-    with pytest.raises(ValueError, match=r"--resume_from_checkpoint latest: .* \(all_results\.json\) but no complete"):
+    with pytest.raises(ValueError, match=r"--resume_from_checkpoint latest: .* \(all_results\.json, "
+                                         r"eval_history\.jsonl\) but no complete"):
         validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", "latest"))
     (out / "step_4").mkdir()
     (out / "step_4" / "training_progress.json").write_text('{"completed_steps": 4}')
@@ -66,12 +67,56 @@ def test_resume_latest_is_suggested_and_allowed_only_where_it_continues_a_run(tm
     other = tmp_path / "other" / "step_2"
     other.mkdir(parents=True)
     (other / "training_progress.json").write_text('{"completed_steps": 2}')
-    with pytest.raises(ValueError, match=r"--resume_from_checkpoint \S+step_2: that checkpoint is not in "
-                                         r"--output_dir \S+out, which holds results of another run \(all_results"):
+    with pytest.raises(ValueError, match=r"--resume_from_checkpoint \S+step_2: the checkpoint \S+step_2 is not inside "
+                                         r"--output_dir \S+out, which holds what an earlier run left \(all_results"):
         validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", str(other)))
     validate_common_args(parse(tmp_path, "--output_dir", str(out), "--resume_from_checkpoint", str(other),
                                "--overwrite_output_dir"))
     assert (out / "all_results.json").exists()
+
+
+def test_an_earlier_runs_checkpoints_are_never_started_over_or_continued_from_elsewhere(tmp_path):
+    """Break test, 2026-12-06: a folder holding only checkpoints (a run stopped before its final save) took another
+    folder's checkpoint and rewrote its step_4/; `latest` started from scratch over checkpoints without
+    training_progress.json (accelerate's save_state alone) and replaced them; `latest` followed a symlinked
+    checkpoint into another run; a folder holding only a LoRA adapter was not recognised."""
+    other = tmp_path / "other" / "step_2"
+    other.mkdir(parents=True)
+    (other / "training_progress.json").write_text('{"completed_steps": 2}')
+    only_checkpoints = tmp_path / "g"
+    (only_checkpoints / "step_4").mkdir(parents=True)
+    (only_checkpoints / "step_4" / "training_progress.json").write_text('{"completed_steps": 4}')
+    with pytest.raises(ValueError, match=r"the checkpoint \S+other/step_2 is not inside --output_dir \S+g, "
+                                         r".*\(step_4\)"):
+        validate_common_args(parse(tmp_path, "--output_dir", str(only_checkpoints), "--resume_from_checkpoint",
+                                   str(other)))
+    validate_common_args(parse(tmp_path, "--output_dir", str(only_checkpoints), "--resume_from_checkpoint", "latest"))
+
+    state_only = tmp_path / "h"  # step folders with accelerate's state files but no training_progress.json
+    for name in ("step_2", "step_10"):
+        (state_only / name).mkdir(parents=True)
+        for state_file in ("random_states_0.pkl", "optimizer.bin"):
+            (state_only / name / state_file).write_bytes(b"state")
+    with pytest.raises(ValueError, match=r"--resume_from_checkpoint latest: .*\(step_10, step_2\) but no complete "
+                                         r"checkpoint .*--resume_from_checkpoint step_10 to load that folder by name"):
+        validate_common_args(parse(tmp_path, "--output_dir", str(state_only), "--resume_from_checkpoint", "latest"))
+    with pytest.raises(ValueError, match=r"--resume_from_checkpoint step_10 to continue from that checkpoint"):
+        validate_common_args(parse(tmp_path, "--output_dir", str(state_only)))
+    validate_common_args(parse(tmp_path, "--output_dir", str(state_only), "--resume_from_checkpoint", "step_10"))
+
+    linked = tmp_path / "bl"
+    linked.mkdir()
+    (linked / "all_results.json").write_text("{}")
+    (linked / "step_9").symlink_to(other)
+    with pytest.raises(ValueError, match=r"--resume_from_checkpoint latest: the checkpoint \S+other/step_2 is not "
+                                         r"inside --output_dir"):
+        validate_common_args(parse(tmp_path, "--output_dir", str(linked), "--resume_from_checkpoint", "latest"))
+
+    adapter = tmp_path / "i"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"lora")
+    with pytest.raises(ValueError, match=r"already holds results of an earlier run \(adapter_model\.safetensors\)"):
+        validate_common_args(parse(tmp_path, "--output_dir", str(adapter)))
 
 
 def test_output_dir_that_cannot_be_created_is_refused(tmp_path):

@@ -106,6 +106,10 @@ def test_output_dir_with_results_is_protected(tmp_path):
     with pytest.raises(ValueError, match=expected):
         validate_common_args(parse(["--train_file", str(train)], tmp_path))
     validate_common_args(parse(["--train_file", str(train), "--overwrite_output_dir"], tmp_path))
+    # step_10 is no checkpoint: `latest` would start from scratch over all_results.json (refused since 2026-12-06)
+    with pytest.raises(ValueError, match=r"--resume_from_checkpoint latest: .*but no complete checkpoint"):
+        validate_common_args(parse(["--train_file", str(train), "--resume_from_checkpoint", "latest"], tmp_path))
+    (out / "step_10" / "training_progress.json").write_text('{"completed_steps": 10}')
     validate_common_args(parse(["--train_file", str(train), "--resume_from_checkpoint", "latest"], tmp_path))
 
 

@@ -916,7 +916,7 @@ def _check_earlier_run(output_dir, resume):
     Raises:
         ValueError: naming --output_dir / --resume_from_checkpoint, what was found and what to pass instead.
     """
-    from .checkpointing import is_resumable_checkpoint, list_checkpoints
+    from .checkpointing import is_resumable_checkpoint, list_checkpoints, resolve_checkpoint
 
     found = [name for name in _OUTPUT_MARKERS if (output_dir / name).exists()]
     found += sorted(p.name for p in output_dir.iterdir() if p.is_dir() and p.name.startswith(("step_", "epoch_")))
@@ -937,7 +937,6 @@ def _check_earlier_run(output_dir, resume):
             f"--output_dir {output_dir} already holds results of an earlier run ({shown}). Pass "
             f"--overwrite_output_dir to start again there, {suggestion}or choose another --output_dir."
         )
-    inside = output_dir.resolve()
     if resume == "latest":
         # without a complete checkpoint `latest` starts from scratch (a preemptible job's first launch, or one
         # stopped before its first checkpoint with only its eval history): refused over a trained model, final
@@ -953,10 +952,10 @@ def _check_earlier_run(output_dir, resume):
                    if checkpoint_folders else "")
                 + "or choose another --output_dir."
             )
-        chosen = complete[-1][1] if complete else None
-    else:  # the folder `resolve_checkpoint` takes: the path as given, else a name inside --output_dir
-        chosen = next((c for c in (Path(resume), output_dir / resume) if c.is_dir()), None)
-    if chosen is not None and inside not in chosen.resolve().parents:
+    # the folder the run would load (None: `latest` with nothing to continue); a missing or unreadable checkpoint
+    # is refused here with resolve_checkpoint's own message
+    chosen = resolve_checkpoint(resume, output_dir)
+    if chosen is not None and output_dir.resolve() not in chosen.resolve().parents:
         raise ValueError(
             f"--resume_from_checkpoint {resume}: the checkpoint {chosen.resolve()} is not inside --output_dir "
             f"{output_dir}, which holds what an earlier run left ({shown}); continuing another run there would "

@@ -1785,6 +1785,11 @@ def peer_configs(task, spec):
     ]
 
 
+def with_seed(args, seed):
+    """A copy of the command-line list `args` whose `--seed` value is `seed` (str); other items unchanged."""
+    return [str(seed) if i and args[i - 1] == "--seed" else arg for i, arg in enumerate(args)]
+
+
 def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16_native=True, seeds=(42,)):
     """Runs the `peers` section: for each task and seed, its four configurations `repeats` times, interleaved
     (forward, then backward order, ...). Appends rows to `<output_dir>/peers/peers.json` and returns the list of rows
@@ -1798,13 +1803,14 @@ def run_peers(output_dir, samples, repeats, timeout, only=None, tasks=None, bf16
     """
     root = Path(output_dir) / "peers"
     metrics_dir = peer_metrics_folder(root / "metrics")
-    by_seed = {seed: peer_tasks(samples, root / "data", which=tasks or DEFAULT_PEER_TASKS, seed=seed)
-               for seed in seeds}
+    # the data is converted once; each seed's commands differ only in their --seed value
+    specs = peer_tasks(samples, root / "data", which=tasks or DEFAULT_PEER_TASKS, seed=seeds[0])
     json_path = root / "peers.json"
     rows = json.loads(json_path.read_text()) if json_path.exists() else []
     new_rows = []
-    for task, (seed_index, seed) in [(task, seed) for task in by_seed[seeds[0]] for seed in enumerate(seeds)]:
-        spec = by_seed[seed][task]
+    for task, (seed_index, seed) in [(task, seed) for task in specs for seed in enumerate(seeds)]:
+        spec = dict(specs[task], peer_args=with_seed(specs[task]["peer_args"], seed),
+                    ours_args=with_seed(specs[task]["ours_args"], seed))
         configs = [c for c in peer_configs(task, spec) if only is None or c[0] in only]
         if not bf16_native:
             # fp32-only host: bf16 is emulated; ours' best runs without it (as for_this_host does), the peer's bf16

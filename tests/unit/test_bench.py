@@ -285,11 +285,16 @@ def test_peer_and_ours_get_the_same_data_and_hyper_parameters(tmp_path, monkeypa
         assert {k: v for k, v in best.items() if k in flags[f"{task}_ours_plain"]} == flags[f"{task}_ours_plain"]
     with pytest.raises(ValueError, match="--peer_tasks: unknown"):
         bench.peer_tasks(40, tmp_path / "data", which=("image",))
-    # --peer_seeds: both sides of every configuration get the seed asked for
+    # --peer_seeds: both sides of every configuration get the seed asked for, whether built with it or given it
+    # afterwards by with_seed (run_peers converts the data once)
     for task, spec in bench.peer_tasks(40, tmp_path / "data", which=("glue", "ner"), seed=43).items():
-        for name, side, command in bench.peer_configs(task, spec):
+        reseeded = dict(specs[task], peer_args=bench.with_seed(specs[task]["peer_args"], 43),
+                        ours_args=bench.with_seed(specs[task]["ours_args"], 43))
+        for built, derived in zip(bench.peer_configs(task, spec), bench.peer_configs(task, reseeded)):
+            name, side, command = built
             script = next(i for i, token in enumerate(command) if token.endswith(".py"))
             assert flag_values(command, script + 1)["--seed"] == "43", name
+            assert derived == built, name
 
 
 def test_peers_table_gives_the_ratio_to_the_peers_best_configuration():

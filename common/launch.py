@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import datasets
+import huggingface_hub
 import transformers
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
@@ -277,13 +278,22 @@ def check_final_save(accelerator):
 
 def setup_logging(accelerator, logger):
     """INFO logs on the local main process, warnings and errors only elsewhere; the same for the
-    `datasets` and `transformers` loggers; the libraries' start-up noise removed (`quiet_libraries`); and one line
-    that says how the run is distributed (`describe_processes`), on the main process."""
+    `datasets` and `transformers` loggers; each library record printed once; the libraries' start-up noise removed
+    (`quiet_libraries`); and one line that says how the run is distributed (`describe_processes`), on the main
+    process.
+
+    transformers, datasets and huggingface_hub print their records with their own stderr handler; datasets and
+    huggingface_hub also pass them on to the root logger, and so does transformers where the environment variable
+    CI is set (GitHub Actions and most CI services set CI=true): the root handler of `logging.basicConfig` then
+    printed every warning a second time. Their propagation is turned off here (their own handler prints).
+    """
     logging.basicConfig(
         format="%(asctime)s - %(levelname)s - %(name)s - %(message)s",
         datefmt="%m/%d/%Y %H:%M:%S",
         level=logging.INFO,
     )
+    for library_logging in (transformers.utils.logging, datasets.utils.logging, huggingface_hub.utils.logging):
+        library_logging.disable_propagation()
     if accelerator.is_local_main_process:
         datasets.utils.logging.set_verbosity_warning()
         transformers.utils.logging.set_verbosity_warning()
@@ -326,8 +336,6 @@ def quiet_libraries(accelerator):
       (the scripts load no model with `tp_plan`);
     - absl's INFO lines (rouge-score logs "Using default tokenizer." at each ROUGE evaluation): warnings only.
     """
-    import huggingface_hub
-
     if not accelerator.is_local_main_process or not sys.stderr.isatty():
         datasets.disable_progress_bars()
         transformers.utils.logging.disable_progress_bar()

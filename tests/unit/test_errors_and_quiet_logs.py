@@ -311,3 +311,29 @@ def test_drop_messages_adds_the_prefixes_of_a_second_call_to_the_loggers_one_fil
     assert len(filters) == 1 and filters[0].prefixes == ("first", "second")
     make = lambda text: logging.LogRecord(name, logging.WARNING, __file__, 1, text, None, None)  # noqa: E731
     assert [logger.filter(make(text)) for text in ("first one", "second one", "third one")] == [False, False, True]
+
+
+LIBRARY_WARNINGS = textwrap.dedent("""
+    import logging
+    from accelerate import Accelerator
+    from common.launch import setup_logging
+
+    setup_logging(Accelerator(cpu=True), logging.getLogger("prog"))
+    for library in ("transformers", "datasets", "huggingface_hub"):
+        logging.getLogger(f"{library}.some_module").warning(f"a warning of {library}")
+""")
+
+
+@pytest.mark.parametrize("ci", [None, "true"])
+def test_a_library_warning_is_printed_once_also_where_ci_is_set(tmp_path, ci):
+    """CI of 2026-12-06: with CI=true in the environment (GitHub Actions and most CI services set it) transformers
+    passes its records on to the root logger as well as printing them itself, so the root handler of the scripts'
+    `logging.basicConfig` printed the model's load line twice; datasets and huggingface_hub do that everywhere."""
+    program = tmp_path / "prog.py"
+    program.write_text(LIBRARY_WARNINGS)
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    env.update({"PYTHONPATH": str(REPO), **({"CI": ci} if ci else {})})
+    result = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    for library in ("transformers", "datasets", "huggingface_hub"):
+        assert result.stderr.count(f"a warning of {library}") == 1, result.stderr

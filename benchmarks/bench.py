@@ -1617,18 +1617,18 @@ def peer_launch(script, bf16=False):
     return command
 
 
-# Hyper-parameters passed to both sides with the same values: the peer's defaults written out where ours could
-# differ (schedule, warm-up, weight decay), so a change of either side's defaults cannot make the pair unequal.
 def translation_warmup(pairs, batch_size):
     """Warm-up steps of the translation peer rows: the recipe's 300 (recipes/multi30k_marian.yaml) once an epoch has
     at least 450 steps (all of Multi30k's 29,000 pairs at batch 64: 454 steps), else two thirds of the epoch's steps.
 
     Measured 2026-12-06 over one epoch of Multi30k, seed 42 (docs/benchmarks.md): with 30 warm-up steps at learning
     rate 1e-3 ours with --group_by_length collapsed to 2 distinct translations (BLEU 1.4; 13.0 shuffled, the peer
-    11.8); with 300, BLEU 11.2 grouped, 13.8 shuffled, the peer 13.8.
+    11.8); with 300, BLEU 11.2 grouped, 13.8 shuffled, the peer 13.8 (and 1.4-2.7 points lower grouped than
+    shuffled over two seeds of the translation section's flags).
 
     Args:
-        pairs: training pairs (int, >= 1); batch_size: pairs per optimizer step.
+        pairs: training pairs (int; fewer than one batch, or 0, give 0); batch_size: pairs per optimizer step (the
+            peer rows run one process without gradient accumulation, so one batch is one step).
 
     Returns:
         int, the --num_warmup_steps given to both sides.
@@ -1637,6 +1637,8 @@ def translation_warmup(pairs, batch_size):
     return min(300, (2 * steps) // 3)
 
 
+# Hyper-parameters passed to both sides with the same values: the peer's defaults written out where ours could
+# differ (schedule, warm-up, weight decay), so a change of either side's defaults cannot make the pair unequal.
 def shared_hparams(batch, eval_batch, lr, epochs=1, seed=42, warmup=0, weight_decay=0.0):
     return ["--per_device_train_batch_size", str(batch), "--per_device_eval_batch_size", str(eval_batch),
             "--learning_rate", str(lr), "--num_train_epochs", str(epochs), "--seed", str(seed),

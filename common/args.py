@@ -337,8 +337,9 @@ def add_training_args(parser):
         "It changes what the optimizer sees (each batch holds examples of nearly one length). In the fine-tuning "
         "benchmarks the metric stayed within seed noise, but a Marian trained from scratch (lr 1e-3, 30 warm-up "
         "steps) reached validation BLEU 1.4 after one epoch of Multi30k with it and 13.0 without "
-        "(docs/benchmarks.md); with 300 warm-up steps it learns, more slowly (BLEU 11.2 against 13.8 after that "
-        "epoch), and the recipe's four grouped epochs reach 33.8 (recipes/multi30k_marian.yaml).",
+        "(docs/benchmarks.md); with 300 warm-up steps it learns, but 1.4-2.7 BLEU points lower after that epoch "
+        "(two seeds), and the recipe's four grouped epochs (label smoothing 0.1) reach 33.8 "
+        "(recipes/multi30k_marian.yaml).",
     )
     group.add_argument(
         "--pad_to_multiple_of",

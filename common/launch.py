@@ -277,15 +277,17 @@ def check_final_save(accelerator):
 
 
 def setup_logging(accelerator, logger):
-    """INFO logs on the local main process, warnings and errors only elsewhere; the same for the
-    `datasets` and `transformers` loggers; each library record printed once; the libraries' start-up noise removed
-    (`quiet_libraries`); and one line that says how the run is distributed (`describe_processes`), on the main
-    process.
+    """INFO logs on the local main process, warnings and errors only elsewhere; the `datasets` and `transformers`
+    loggers at WARNING on the local main process and ERROR elsewhere; each library record printed once; the
+    libraries' start-up noise removed (`quiet_libraries`); and one line that says how the run is distributed
+    (`describe_processes`), on the main process.
 
-    transformers, datasets and huggingface_hub print their records with their own stderr handler; datasets and
-    huggingface_hub also pass them on to the root logger, and so does transformers where the environment variable
-    CI is set (GitHub Actions and most CI services set CI=true): the root handler of `logging.basicConfig` then
-    printed every warning a second time. Their propagation is turned off here (their own handler prints).
+    transformers, datasets and huggingface_hub print their records with their own stderr handler (the bare
+    message; transformers prefixes "[transformers]"); datasets and huggingface_hub also pass them on to the root
+    logger, and so does transformers where the environment variable CI is 1, true, yes or on (GitHub Actions and
+    most CI services set CI=true): the root handler of `logging.basicConfig` then printed every warning a second
+    time. Their propagation is turned off here, so their own handler prints them. evaluate has no handler of its
+    own and keeps propagating (the root handler is its only output).
     """
     logging.basicConfig(
         format="%(asctime)s - %(levelname)s - %(name)s - %(message)s",

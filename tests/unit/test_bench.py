@@ -379,6 +379,10 @@ def test_translation_peer_best_row_has_no_length_grouping(tmp_path, monkeypatch)
     spec = bench.peer_tasks(8, tmp_path / "data", which=("translation",))["translation"]
     assert "--group_by_length" in bench.SEQ2SEQ_BEST and "--group_by_length" not in spec["ours_best"]
     assert spec["ours_best"] == bench.without_flags(bench.SEQ2SEQ_BEST, {"--group_by_length"})
+    # the translation section's best row too; summarization's keeps it (not measured there)
+    translation_best = bench.translation_configs(800)[1][6]
+    assert "--group_by_length" not in translation_best and "--fast_dropout" in translation_best
+    assert "--group_by_length" in bench.summarization_configs(80)[1][6]
     assert spec["ours_best"][spec["ours_best"].index("--mixed_precision") + 1] == "bf16"
 
 

@@ -483,15 +483,14 @@ def qa_configs(samples, output_dir):
 # The Marian of recipes/multi30k_marian.yaml and recipes/dialogsum_marian.yaml (3+3 layers, d_model 256), from scratch.
 MARIAN = ("d_model=256,encoder_layers=3,decoder_layers=3,encoder_attention_heads=4,decoder_attention_heads=4,"
           "encoder_ffn_dim=1024,decoder_ffn_dim=1024,dropout=0.1,scale_embedding=true")
-# The seq2seq sections' best switches. transformers' Marian applies its dropout with nn.functional.dropout, which
-# --fast_dropout routes to its sampler; its attention dropout is 0, so --fast_dropout keeps its attention, and
-# eager attention is faster than sdpa under bf16 here too (64-dim heads; 2026-12-05: translation 169 -> 191-204,
-# summarization 42-45 -> 51-53 samples/s, docs/benchmarks.md).
-SEQ2SEQ_BEST = BF16 + EAGER + GROUP + FUSED + FAST_DROPOUT + REUSE
-# run_translation's best rows (its section and its peer row) leave --group_by_length out: a Marian trained from
-# scratch on Multi30k scored 1.4-2.7 BLEU lower after one epoch with it (300 warm-up steps, two seeds; with 30 it
-# collapsed: BLEU 1.4 against 13.0; docs/benchmarks.md). run_summarization keeps it: not measured there.
-TRANSLATION_BEST = without_flags(SEQ2SEQ_BEST, {"--group_by_length"})
+# The seq2seq sections' best switches (run_translation's and run_summarization's sections, and the translation peer
+# row). transformers' Marian applies its dropout with nn.functional.dropout, which --fast_dropout routes to its
+# sampler; its attention dropout is 0, so --fast_dropout keeps its attention, and eager attention is faster than
+# sdpa under bf16 here too (64-dim heads; 2026-12-05: translation 169 -> 191-204, summarization 42-45 -> 51-53
+# samples/s, docs/benchmarks.md). No --group_by_length: a Marian trained from scratch scored lower with it, on
+# Multi30k 1.4-2.7 BLEU after one epoch (300 warm-up steps, two seeds; with 30 it collapsed: BLEU 1.4 against 13.0)
+# and on DialogSum 1.4 and 6.5 ROUGE-1 after 3 epochs of 4,000 dialogues (two seeds); docs/benchmarks.md.
+SEQ2SEQ_BEST = BF16 + EAGER + FUSED + FAST_DROPOUT + REUSE
 
 
 def translation_args(max_train_samples, extra=()):
@@ -512,10 +511,10 @@ def translation_args(max_train_samples, extra=()):
 
 
 def translation_configs(samples):
-    """run_translation: plain against TRANSLATION_BEST (SEQ2SEQ_BEST without --group_by_length)."""
+    """run_translation: plain against SEQ2SEQ_BEST (no --group_by_length)."""
     return plain_vs_best("translation", "examples/run_translation.py",
                          lambda extra: translation_args(samples, extra),
-                         TRANSLATION_BEST, "bf16 + eager + fused + fast dropout + reuse (no length grouping)")
+                         SEQ2SEQ_BEST, "bf16 + eager + fused + fast dropout + reuse (no length grouping)")
 
 
 def summarization_args(max_train_samples, extra=()):
@@ -535,10 +534,10 @@ def summarization_args(max_train_samples, extra=()):
 
 
 def summarization_configs(samples):
-    """run_summarization: plain against SEQ2SEQ_BEST."""
+    """run_summarization: plain against SEQ2SEQ_BEST (no --group_by_length)."""
     return plain_vs_best("summarization", "examples/run_summarization.py",
                          lambda extra: summarization_args(samples, extra),
-                         SEQ2SEQ_BEST, "bf16 + eager + group_by_length + pad 8 + fused + fast dropout + reuse")
+                         SEQ2SEQ_BEST, "bf16 + eager + fused + fast dropout + reuse (no length grouping)")
 
 
 def image_args(max_train_samples, output_dir, extra=()):
@@ -1788,7 +1787,7 @@ def peer_tasks(samples, data_dir, best=None, which=PEER_TASKS, seed=42):
         common = ["--config_name", str(init), "--tokenizer_name", str(init), *common]
         tasks["translation"] = dict(peer="translation/run_translation_no_trainer.py",
                                     ours="examples/run_translation.py", peer_args=common, ours_args=common,
-                                    ours_best=TRANSLATION_BEST, train_samples=n,  # no length grouping
+                                    ours_best=SEQ2SEQ_BEST, train_samples=n,  # no length grouping
                                     metric=("eval_bleu", "eval_bleu", True),
                                     note=f"the Marian of recipes/multi30k_marian.yaml (3+3 layers, d_model 256) from "
                                          f"scratch, 8,000-token BPE, the first {n} Multi30k en-de pairs, 1 epoch, "

@@ -372,17 +372,18 @@ def test_seed_list_keeps_the_order_and_skips_blanks():
 
 
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs the shared data (SHARED_DATA_DIR)")
-def test_translation_peer_best_row_has_no_length_grouping(tmp_path, monkeypatch):
-    # One epoch of Multi30k from scratch (lr 1e-3): BLEU 11.2 with --group_by_length, 13.8 without, the peer 13.8
-    # (300 warm-up steps; 1.4, 13.0 and 11.8 with 30; docs/benchmarks.md); the other switches of SEQ2SEQ_BEST stay.
+def test_seq2seq_best_rows_have_no_length_grouping(tmp_path, monkeypatch):
+    # From scratch, --group_by_length cost the model its metric: Multi30k, one epoch, BLEU 11.2 with it, 13.8 without,
+    # the peer 13.8 (300 warm-up steps; 1.4, 13.0 and 11.8 with 30); DialogSum, 3 epochs of 4,000 dialogues, ROUGE-1
+    # 15.4 / 9.5 with it against 16.8 / 15.9 without (seeds 42 / 43); docs/benchmarks.md. The other switches stay.
     monkeypatch.setattr(bench, "prepared", lambda path, command: Path(path))
     spec = bench.peer_tasks(8, tmp_path / "data", which=("translation",))["translation"]
-    assert "--group_by_length" in bench.SEQ2SEQ_BEST and "--group_by_length" not in spec["ours_best"]
-    assert spec["ours_best"] == bench.without_flags(bench.SEQ2SEQ_BEST, {"--group_by_length"})
-    # the translation section's best row too; summarization's keeps it (not measured there)
+    assert spec["ours_best"] == bench.SEQ2SEQ_BEST
     translation_best = bench.translation_configs(800)[1][6]
-    assert "--group_by_length" not in translation_best and "--fast_dropout" in translation_best
-    assert "--group_by_length" in bench.summarization_configs(80)[1][6]
+    summarization_best = bench.summarization_configs(80)[1][6]
+    for best in (bench.SEQ2SEQ_BEST, translation_best, summarization_best):
+        assert "--group_by_length" not in best
+        assert {"--fast_dropout", "--reuse_cpu_memory", "eager", "bf16", "adamw_torch_fused"} <= set(best)
     assert spec["ours_best"][spec["ours_best"].index("--mixed_precision") + 1] == "bf16"
 
 

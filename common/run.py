@@ -865,6 +865,9 @@ class TrainingRun:
         if self.accelerator.is_main_process and tmp.exists():
             shutil.rmtree(tmp)
         save_model(self.accelerator, self._model, tmp, self._processor)
+        # Every process is inside `save_pretrained` until here (it creates and lists the folder on every rank):
+        # renaming the folder before the last one is done made that one fail (FileNotFoundError on 2 processes).
+        self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             info = {"metric": name, "value": self.best["value"], "step": self.best["step"],
                     "epoch": self.best["epoch"]}

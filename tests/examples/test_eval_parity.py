@@ -130,6 +130,41 @@ PREDICTION_FILES = {"qa": "predictions.json", "qa_beam_search": "predictions.jso
                     "fim": "infill_predictions.jsonl"}
 
 
+# Prediction files holding model scores. On 2 processes the last round of batches holds other examples (and
+# padding) than on 1, and the CPU's matrix kernels pick their blocking by shape, so a float32 score can differ in its
+# last bits: seen 2026-12-06 on an AMX Xeon, instance segmentation's mask scores of the last images, e.g.
+# 0.213180273771286 against 0.21318024396896362 (1.4e-7 relative), with every eval_* metric still identical.
+FLOAT_SCORE_FILES = {"object_detection", "instance_segmentation"}
+
+
+def assert_same_up_to_rounding(a, b, rel=1e-6, where="predictions"):
+    """Asserts that two parsed JSON values are equal, floats within `rel` relative difference (float32 rounding
+    is about 6e-8), everything else (keys, strings, ints, list lengths and order) exactly."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, rel=rel, abs=1e-12), (where, a, b)
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), (where, sorted(a), sorted(b))
+        for key in a:
+            assert_same_up_to_rounding(a[key], b[key], rel, f"{where}[{key!r}]")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), (where, len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_up_to_rounding(x, y, rel, f"{where}[{i}]")
+    else:
+        assert a == b, (where, a, b)
+
+
+def test_same_up_to_rounding_tolerates_only_float_rounding():
+    one = [{"image_id": 116, "counts": "`b02[15N1", "score": 0.213180273771286}]
+    assert_same_up_to_rounding(one, [{"image_id": 116, "counts": "`b02[15N1", "score": 0.21318024396896362}])
+    for other in ([{"image_id": 116, "counts": "`b02[15N1", "score": 0.2132}],  # a real score change
+                  [{"image_id": 117, "counts": "`b02[15N1", "score": 0.213180273771286}],
+                  [{"image_id": 116, "counts": "`b02[15N2", "score": 0.213180273771286}],
+                  one + one, []):
+        with pytest.raises(AssertionError):
+            assert_same_up_to_rounding(one, other)
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in CHEAP else pytest.mark.slow) for n in SETUPS])
 def test_evaluation_only_identical_on_1_and_2_processes(name, tmp_path):
     (tmp_path / "data").mkdir()
@@ -163,7 +198,10 @@ def test_evaluation_only_identical_on_1_and_2_processes(name, tmp_path):
         assert one["eval_tokens"] == expected_samples * 31 and math.isfinite(one["eval_loss"])
     if name in PREDICTION_FILES:
         a, b = ((o / PREDICTION_FILES[name]).read_text(encoding="utf-8") for o in outputs)
-        assert a == b
+        if name in FLOAT_SCORE_FILES:  # same predictions, order and masks; scores to float32 rounding
+            assert_same_up_to_rounding(json.loads(a), json.loads(b))
+        else:
+            assert a == b
         if name in ("qa", "qa_beam_search"):
             assert len(json.loads(a)) == 37
         elif name == "object_detection":

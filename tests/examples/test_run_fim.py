@@ -153,15 +153,29 @@ def test_trained_long_enough_the_suffix_helps_and_infilling_beats_left_to_right(
     """The point of FIM, on the learnable files: a 4-layer GPT-2 trained on FIM blocks only (PSM, the order of the
     infilling prompts) for 4,950 steps reads the middles better with the suffix in view than left to right, and
     fills held-out lines more often than the prefix-only baseline (docs/run_fim.md: perplexity 1.81 against 2.95,
-    infilling 26.7 % against 11.1 %)."""
-    args = scratch_args(files, tmp_path / "out", "--config_overrides",
-                        "n_embd=64,n_layer=4,n_head=4,n_positions=64,resid_pdrop=0,embd_pdrop=0,attn_pdrop=0",
-                        "--fim_rate", 1, "--fim_spm_rate", 0, "--learning_rate", 1e-3, "--num_train_epochs", 150,
-                        "--infill_eval_samples", 45, "--infill_max_new_tokens", 6)
-    launch("run_fim.py", args)
-    results = read_results(tmp_path / "out")
-    assert results["eval_perplexity"] < 0.8 * results["eval_l2r_middle_perplexity"]
-    assert results["eval_infill_exact_match"] > results["eval_infill_l2r_exact_match"]
+    infilling 26.7 % against 11.1 %, seed 0 on an AMD EPYC host).
+
+    Judged over three seeds (their means), not one: 45 greedy infills of one seed are too few to carry the claim
+    on every host. On an AMX Xeon (2026-12-06) seed 0 filled 11.1 % both ways, seed 1 11.1 % against 8.9 %, seed 2
+    28.9 % against 2.2 %; seed 2's perplexities were 1.79 against 2.03. Means: 17.0 % against 7.4 %, perplexity
+    1.78 against 2.45."""
+    runs = []
+    for seed in (0, 1, 2):
+        args = scratch_args(files, tmp_path / f"out_{seed}", "--config_overrides",
+                            "n_embd=64,n_layer=4,n_head=4,n_positions=64,resid_pdrop=0,embd_pdrop=0,attn_pdrop=0",
+                            "--fim_rate", 1, "--fim_spm_rate", 0, "--learning_rate", 1e-3, "--num_train_epochs", 150,
+                            "--infill_eval_samples", 45, "--infill_max_new_tokens", 6, "--seed", seed)
+        launch("run_fim.py", args)
+        runs.append(read_results(tmp_path / f"out_{seed}"))
+
+    def mean(key):
+        return sum(results[key] for results in runs) / len(runs)
+
+    print({key: [round(results[key], 2) for results in runs] for key in (
+        "eval_perplexity", "eval_l2r_middle_perplexity", "eval_infill_exact_match", "eval_infill_l2r_exact_match")})
+    assert all(results["train_steps"] == 4950 for results in runs)
+    assert mean("eval_perplexity") < 0.8 * mean("eval_l2r_middle_perplexity")
+    assert mean("eval_infill_exact_match") > mean("eval_infill_l2r_exact_match") + 4  # at least 2 of 45 more
 
 
 # ---------------------------------------------------------------- infilling flags refused before the first step

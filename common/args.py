@@ -340,8 +340,8 @@ def add_training_args(parser):
         "(docs/benchmarks.md); with 300 warm-up steps it learns, but 1.4-2.7 BLEU points lower after that epoch "
         "(two seeds), and the recipe's four grouped epochs (label smoothing 0.1) reach 33.8 "
         "(recipes/multi30k_marian.yaml). The same Marian on DialogSum (3 epochs of 4,000 dialogues, 75 warm-up "
-        "steps) scored ROUGE-1 1.4 and 6.5 points lower with it (two seeds), its summaries running to the length "
-        "limit. From scratch, compare a run without it before keeping it.",
+        "steps) scored ROUGE-1 1.4 and 6.5 points lower with it (two seeds; one seed's model wrote one summary "
+        "for every dialogue, to the length limit). From scratch, compare a run without it before keeping it.",
     )
     group.add_argument(
         "--pad_to_multiple_of",

@@ -130,10 +130,11 @@ PREDICTION_FILES = {"qa": "predictions.json", "qa_beam_search": "predictions.jso
                     "fim": "infill_predictions.jsonl"}
 
 
-# Prediction files holding model scores. On 2 processes the last round of batches holds other examples (and
-# padding) than on 1, and the CPU's matrix kernels pick their blocking by shape, so a float32 score can differ in its
-# last bits: seen 2026-12-06 on an AMX Xeon, instance segmentation's mask scores of the last images, e.g.
-# 0.213180273771286 against 0.21318024396896362 (1.4e-7 relative), with every eval_* metric still identical.
+# Prediction files holding model outputs as floats (scores, and object detection's boxes). On 2 processes the last
+# round of batches holds other examples (and padding) than on 1, and the CPU's matrix kernels pick their blocking by
+# shape, so a float32 output can differ in its last bits (so every float is compared to rounding, boxes too): seen
+# 2026-12-06 on an AMX Xeon, instance segmentation's mask scores of the last images, e.g. 0.213180273771286 against
+# 0.21318024396896362 (1.4e-7 relative), with every eval_* metric still identical.
 FLOAT_SCORE_FILES = {"object_detection", "instance_segmentation"}
 
 
@@ -198,7 +199,7 @@ def test_evaluation_only_identical_on_1_and_2_processes(name, tmp_path):
         assert one["eval_tokens"] == expected_samples * 31 and math.isfinite(one["eval_loss"])
     if name in PREDICTION_FILES:
         a, b = ((o / PREDICTION_FILES[name]).read_text(encoding="utf-8") for o in outputs)
-        if name in FLOAT_SCORE_FILES:  # same predictions, order and masks; scores to float32 rounding
+        if name in FLOAT_SCORE_FILES:  # same predictions, order, ids and masks; floats to float32 rounding
             assert_same_up_to_rounding(json.loads(a), json.loads(b))
         else:
             assert a == b

@@ -155,10 +155,10 @@ def test_trained_long_enough_the_suffix_helps_and_infilling_beats_left_to_right(
     fills held-out lines more often than the prefix-only baseline (docs/run_fim.md: perplexity 1.81 against 2.95,
     infilling 26.7 % against 11.1 %, seed 0 on an AMD EPYC host).
 
-    Judged over three seeds (their means), not one: 45 greedy infills of one seed are too few to carry the claim
-    on every host. On an AMX Xeon (2026-12-06) seed 0 filled 11.1 % both ways, seed 1 11.1 % against 8.9 %, seed 2
-    28.9 % against 2.2 %; seed 2's perplexities were 1.79 against 2.03. Means: 17.0 % against 7.4 %, perplexity
-    1.78 against 2.45."""
+    Judged over three seeds (their means), not one: one seed's model is too noisy a draw to carry the claim on
+    every host (the 45 validation files stay the same; what the seeds average over is the trained model). On an AMX
+    Xeon (2026-12-06) seed 0 filled 11.1 % both ways, seed 1 11.1 % against 8.9 %, seed 2 28.9 % against 2.2 %;
+    seed 2's perplexities were 1.79 against 2.03. Means: 17.0 % against 7.4 %, perplexity 1.78 against 2.45."""
     runs = []
     for seed in (0, 1, 2):
         args = scratch_args(files, tmp_path / f"out_{seed}", "--config_overrides",

@@ -29,6 +29,7 @@ if accelerator.process_index == 1:  # rank 1 lists the save folder late (only in
     real_listdir = os.listdir
 
     def slow_listdir(path):
+        print(f"rank 1 lists {Path(path).name} late", flush=True)
         time.sleep(3)
         return real_listdir(path)
 
@@ -53,6 +54,7 @@ def test_best_model_is_renamed_only_after_every_process_has_saved(tmp_path):
     out = tmp_path / "out"
     result = launch(helper, [out], num_processes=2, check=False, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:]
+    assert "rank 1 lists .tmp-best late" in result.stdout  # the delay took effect inside save_pretrained
     assert sorted(p.name for p in out.iterdir()) == ["best"]  # no half-written .tmp-best/ left behind
     assert (out / "best" / "model.safetensors").is_file()
     assert json.loads((out / "best" / "best.json").read_text()) == {

@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 from .streaming import save_stream_state
@@ -44,31 +45,57 @@ def save_checkpoint(accelerator, output_dir, name, completed_steps, epoch, total
         Path of the checkpoint folder.
     """
     output_dir = Path(output_dir)
-    final = output_dir / name
-    tmp = output_dir / f".tmp-{name}"
+    with atomic_folder(accelerator, output_dir / name) as tmp:
+        accelerator.save_state(str(tmp))
+        if stream_state is not None:
+            tmp.mkdir(parents=True, exist_ok=True)
+            save_stream_state(tmp, accelerator.process_index, stream_state)
+        from .preemption import pause_here  # (preemption imports this module)
+
+        pause_here(accelerator, ("saving", name))  # EXAMPLES_PAUSE_AT="saving <name>": a partial one, by choice
+        if accelerator.is_main_process:
+            progress = {"completed_steps": completed_steps, "epoch": epoch, "name": name, **(extra or {})}
+            (tmp / PROGRESS_FILE).write_text(json.dumps(progress, indent=2))
+    if accelerator.is_main_process and total_limit is not None:
+        for _, old in list_checkpoints(output_dir)[:-total_limit]:
+            logger.info(f"Deleting {old} (--checkpoints_total_limit {total_limit})")
+            shutil.rmtree(old)
+    accelerator.wait_for_everyone()
+    return output_dir / name
+
+
+@contextmanager
+def atomic_folder(accelerator, final):
+    """Writes a folder on every process so that `final` appears only complete: the body writes into
+    `.tmp-<name>/` beside it (a leftover of a run killed during a save is removed first), and once every process
+    has left the body the main process replaces `final` with it. Used for checkpoints and `best/`.
+
+        with atomic_folder(accelerator, output_dir / "best") as tmp:
+            save_model(accelerator, model, tmp)
+
+    The barrier before the rename matters: transformers' `save_pretrained` creates and lists the folder on every
+    rank, and a rename while one rank was still inside it failed that rank (FileNotFoundError, 2 processes).
+    When the body raises, nothing is renamed (the partial `.tmp-<name>/` stays, and the next save removes it).
+
+    Args:
+        accelerator: the run's `Accelerator`; call on every process.
+        final: path of the folder to write.
+
+    Yields:
+        Path of the temporary folder (not created: the body's writers create it).
+    """
+    final = Path(final)
+    tmp = final.parent / f".tmp-{final.name}"
     if accelerator.is_main_process and tmp.exists():
         shutil.rmtree(tmp)  # left behind by a run killed during a save
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
-    if stream_state is not None:
-        tmp.mkdir(parents=True, exist_ok=True)
-        save_stream_state(tmp, accelerator.process_index, stream_state)
-    from .preemption import pause_here  # (preemption imports this module)
-
-    pause_here(accelerator, ("saving", name))  # EXAMPLES_PAUSE_AT="saving <name>": a partial checkpoint, by choice
-    accelerator.wait_for_everyone()
+    yield tmp
+    accelerator.wait_for_everyone()  # every process has finished writing
     if accelerator.is_main_process:
-        progress = {"completed_steps": completed_steps, "epoch": epoch, "name": name, **(extra or {})}
-        (tmp / PROGRESS_FILE).write_text(json.dumps(progress, indent=2))
-        if final.exists():  # the same step of an earlier run in an --overwrite_output_dir
+        if final.exists():  # the same step of an earlier run in an --overwrite_output_dir, or the previous best/
             shutil.rmtree(final)
         tmp.rename(final)
-        if total_limit is not None:
-            for _, old in list_checkpoints(output_dir)[:-total_limit]:
-                logger.info(f"Deleting {old} (--checkpoints_total_limit {total_limit})")
-                shutil.rmtree(old)
     accelerator.wait_for_everyone()
-    return final
 
 
 def list_checkpoints(output_dir):

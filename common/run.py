@@ -58,6 +58,7 @@ from .accumulation import count_examples, scale_gradients
 from .adapters import parameter_counts
 from .checkpointing import (
     PROGRESS_FILE,
+    atomic_folder,
     checkpoint_completed_steps,
     checkpoint_weight_mismatches,
     resolve_checkpoint,
@@ -860,22 +861,13 @@ class TrainingRun:
     def _save_best(self, name):
         """Writes the model (and processor) to `<output_dir>/best/` atomically (`.tmp-best/`, renamed when
         complete) with `best.json` ({"metric", "value", "step", "epoch"}). Call on every process."""
-        output_dir = Path(self.args.output_dir)
-        tmp, final = output_dir / f".tmp-{BEST_DIR}", output_dir / BEST_DIR
-        if self.accelerator.is_main_process and tmp.exists():
-            shutil.rmtree(tmp)
-        save_model(self.accelerator, self._model, tmp, self._processor)
-        # Every process is inside `save_pretrained` until here (it creates and lists the folder on every rank):
-        # renaming the folder before the last one is done made that one fail (FileNotFoundError on 2 processes).
-        self.accelerator.wait_for_everyone()
-        if self.accelerator.is_main_process:
-            info = {"metric": name, "value": self.best["value"], "step": self.best["step"],
-                    "epoch": self.best["epoch"]}
-            (tmp / BEST_FILE).write_text(json.dumps(info, indent=2))
-            if final.exists():
-                shutil.rmtree(final)
-            tmp.rename(final)
-        self.accelerator.wait_for_everyone()
+        final = Path(self.args.output_dir) / BEST_DIR
+        with atomic_folder(self.accelerator, final) as tmp:
+            save_model(self.accelerator, self._model, tmp, self._processor)
+            if self.accelerator.is_main_process:
+                info = {"metric": name, "value": self.best["value"], "step": self.best["step"],
+                        "epoch": self.best["epoch"]}
+                (tmp / BEST_FILE).write_text(json.dumps(info, indent=2))
         self.logger.info(f"New best {name} = {self.best['value']} at step {self.best['step']}: saved {final}")
 
     def _best_rule(self):

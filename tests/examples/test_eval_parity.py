@@ -6,16 +6,17 @@ of batches is padded with repeated examples, which `gather_for_metrics` must dro
 of examples scored, every `eval_*` entry of all_results.json but timings (exact equality), and where the script writes
 predictions, that they are the same text in the same order.
 
-The saved model is the one trained by the uninterrupted run of test_resume_all.py's setup for that script
-(same data, same tiny model). All slow (`make test-all`): each is 2-3 launches of about 20 s (object detection:
-7 minutes at load); `make test` keeps run_glue's evaluation-only parity (test_run_glue.py).
+The saved model is the one of the uninterrupted run of test_resume_all.py for that script
+(`test_resume_all.uninterrupted_run`: trained once per test session, on whichever pytest-xdist worker asks first).
+All slow (`make test-all`): each is 2 launches of about 20 s; `make test` keeps run_glue's evaluation-only parity
+(test_run_glue.py).
 """
 
 import json
 import math
 
 import pytest
-from test_resume_all import SETUPS, TIMING
+from test_resume_all import SETUPS, TIMING, uninterrupted_run
 
 from conftest import launch, read_results
 
@@ -167,11 +168,8 @@ def test_same_up_to_rounding_tolerates_only_float_rounding():
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in CHEAP else pytest.mark.slow) for n in SETUPS])
-def test_evaluation_only_identical_on_1_and_2_processes(name, tmp_path):
-    (tmp_path / "data").mkdir()
-    script, command, _, files = SETUPS[name](tmp_path / "data")
-    trained = tmp_path / "trained"
-    launch(script, command(trained))  # the saved tiny model
+def test_evaluation_only_identical_on_1_and_2_processes(name, tmp_path, tmp_path_factory):
+    script, _, _, files, trained = uninterrupted_run(name, tmp_path_factory)  # the saved tiny model
     trained_results = read_results(trained)
     assert trained_results["train_steps"] > 0
     outputs = []

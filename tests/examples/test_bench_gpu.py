@@ -39,8 +39,8 @@ def test_flags_left_out_where_they_do_not_apply():
     skip_without_model_packages()  # the rows' command lines name the installed models' folders
     assert bench_gpu.clm_best_flags() == ["--mixed_precision", "bf16", "--optim", "adamw_torch_fused"]
     assert bench_gpu.without_flags(["--a", "1", "--b", "--c", "x", "y"], {"--c"}) == ["--a", "1", "--b"]
-    rows = {name: (script, args) for name, _, script, args, _ in bench_gpu.row_configs(bench_gpu.SIZES["full"],
-                                                                                        "/nonexistent")}
+    rows = {name: (script, args) for name, _, script, args, _ in bench_gpu.row_configs(
+        bench_gpu.SIZES["full"], "/nonexistent", "/converted/smollm2")}
     assert list(rows) == bench_gpu.ROW_NAMES
     assert rows["glue_best"][1][-len(bench.ALL):] == bench.ALL
     assert "--fast_dropout" not in rows["glue_trainer"][1] and "--group_by_length" in rows["glue_trainer"][1]
@@ -48,11 +48,12 @@ def test_flags_left_out_where_they_do_not_apply():
     for name in ("clm_best", "clm_trainer"):
         assert "--group_by_length" not in rows[name][1] and "--fast_dropout" not in rows[name][1]
         assert rows[name][1][-4:] == ["--mixed_precision", "bf16", "--optim", "adamw_torch_fused"]
-    # Full MRPC for 3 epochs, as the `full` section of make bench; SmolLM2 from the GGUF, 200 steps of 8 x 512.
+    # Full MRPC for 3 epochs, as the `full` section of make bench; SmolLM2 from the folder converted once from its
+    # GGUF (not the GGUF file in every row), 200 steps of 8 x 512.
     glue = rows["glue_best"][1]
     assert "--max_train_samples" not in glue and glue[glue.index("--num_train_epochs") + 1] == "3"
     clm = rows["clm_plain"][1]
-    assert clm[clm.index("--gguf_file") + 1] == bench_gpu.GGUF_FILE
+    assert clm[clm.index("--model_name_or_path") + 1] == "/converted/smollm2" and "--gguf_file" not in clm
     assert [clm[clm.index(f) + 1] for f in ("--block_size", "--per_device_train_batch_size", "--max_train_steps")] \
         == ["512", "8", "200"]
 
@@ -92,7 +93,7 @@ def test_script_without_gpu_in_a_fresh_process():
     assert result.stdout == bench_gpu.NO_GPU_MESSAGE + "\n"
 
 
-@pytest.mark.slow  # 7 launches, 3 of them loading SmolLM2-135M from its GGUF: 10 min on the shared 2 cores
+@pytest.mark.slow  # SmolLM2's GGUF converted once, then 7 launches, 3 of them SmolLM2: 3-6 min on the shared 2 cores
 @pytest.mark.realdata
 def test_smoke_run_fills_every_row(tmp_path):
     """--smoke runs every row of make bench-gpu with tiny sizes on the device accelerate finds (here the CPU): the
@@ -134,7 +135,11 @@ def test_smoke_run_fills_every_row(tmp_path):
             assert row["padding_fraction"] == 0 and row["context_tokens"] == 32  # packed blocks of 32
             # SmolLM2-135M: 106.2M non-embedding + 28.3M tied output projection; 30 layers of width 576.
             assert row["flops_per_token"] == 6 * 134_515_008 + 12 * 30 * 576 * 32
+    # The clm rows load the folder converted once from the GGUF file (the converter checked its logits).
+    assert state["smollm2_conversion_s"] > 0 and (out / "smollm2-135m-instruct" / "model.safetensors").is_file()
     by_name = {row["name"]: row for row in state["rows"]}
+    for name in ("clm_plain", "clm_best", "clm_trainer"):
+        assert f"--model_name_or_path {out / 'smollm2-135m-instruct'} " in by_name[name]["command"]
     assert "--fast_dropout" in by_name["glue_best"]["command"]
     assert "--mixed_precision bf16" in by_name["clm_best"]["command"]
     assert "--group_by_length" not in by_name["clm_best"]["command"]

@@ -73,6 +73,26 @@ def non_negative_float(value):
     return number
 
 
+SEED_MAX = 2**32 - 1  # numpy.random.seed's upper bound; transformers.set_seed seeds random, numpy and torch
+
+
+def seed_int(value):
+    """argparse `type=` for `--seed`: an integer from 0 to `SEED_MAX` (2**32 - 1), the range that
+    `transformers.set_seed` can pass to `numpy.random.seed` (found by the break test of 2026-12-07: `--seed -3` ended
+    in numpy's traceback after the data was loaded).
+
+    Raises:
+        argparse.ArgumentTypeError: when `value` is not an integer or is outside [0, 2**32 - 1].
+    """
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {SEED_MAX}, got {value!r}") from None
+    if not 0 <= number <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {SEED_MAX} (2**32 - 1), got {number}")
+    return number
+
+
 def attention_name(value):
     """argparse type of --attn_implementation: a non-empty name, surrounding spaces removed (transformers itself
     refuses unknown names when the model is built).
@@ -223,8 +243,9 @@ def add_training_args(parser):
     )
     group.add_argument("--per_device_train_batch_size", type=positive_int, default=8, help="Batch size per process.")
     group.add_argument("--per_device_eval_batch_size", type=positive_int, default=8, help="Eval batch per process.")
-    group.add_argument("--learning_rate", type=float, default=5e-5, help="Peak learning rate (after warmup).")
-    group.add_argument("--weight_decay", type=float, default=0.0, help="AdamW weight decay (not on biases/norms).")
+    group.add_argument("--learning_rate", type=positive_float, default=5e-5, help="Peak learning rate (after warmup).")
+    group.add_argument("--weight_decay", type=non_negative_float, default=0.0,
+                       help="AdamW weight decay (not on biases/norms).")
     group.add_argument("--num_train_epochs", type=positive_int, default=3, help="Number of training epochs.")
     group.add_argument(
         "--max_train_steps",
@@ -260,7 +281,8 @@ def add_training_args(parser):
         "effective batch size stays what was asked.",
     )
     group.add_argument("--num_warmup_steps", type=non_negative_int, default=0, help="Warmup optimizer steps.")
-    group.add_argument("--seed", type=int, default=None, help="Seed for reproducible training.")
+    group.add_argument("--seed", type=seed_int, default=None,
+                       help="Seed for reproducible training (0 to 2**32 - 1, the range numpy accepts).")
     group.add_argument(
         "--mixed_precision",
         type=str,
@@ -495,7 +517,10 @@ CONFIG_FLAG = "--config"
 
 
 def add_config_args(parser):
-    """`--config FILE` (a YAML recipe, see `ConfigFileArgumentParser`); makes `parser` a `ConfigFileArgumentParser`.
+    """`--config FILE` (a YAML recipe, see `ConfigFileArgumentParser`); makes `parser` a `ConfigFileArgumentParser`
+    that takes no abbreviated flag (`allow_abbrev=False`): argparse would take `--learning_rat` for
+    `--learning_rate` and `--lr 1e-4` for `--lr_scheduler_type 1e-4` (new-user trial of 2026-12-07), while a recipe
+    key must be spelt out; a misspelt flag is now an error that names it.
 
     Raises:
         TypeError: when `parser` is an `argparse.ArgumentParser` subclass other than `ConfigFileArgumentParser`
@@ -508,6 +533,7 @@ def add_config_args(parser):
                 f"{type(parser).__name__}"
             )
         parser.__class__ = ConfigFileArgumentParser  # a subclass without state of its own: nothing else changes
+    parser.allow_abbrev = False  # read by argparse at parse time
     group = parser.add_argument_group("config file")
     group.add_argument(
         CONFIG_FLAG,

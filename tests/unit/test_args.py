@@ -27,6 +27,15 @@ def parse(argv, tmp_path):
         ("--gradient_accumulation_steps", "0"),
         ("--num_train_epochs", "two"),
         ("--lr_scheduler_type", "exponential"),
+        # break test of 2026-12-07: inf trained to NaN weights and exited 0; -1 / nan failed in torch after loading
+        ("--learning_rate", "inf"),
+        ("--learning_rate", "nan"),
+        ("--learning_rate", "-1"),
+        ("--learning_rate", "0"),
+        ("--weight_decay", "-1"),
+        ("--weight_decay", "inf"),
+        ("--seed", "-3"),  # numpy's traceback after the data was loaded
+        ("--seed", str(2**32)),
     ],
 )
 def test_bad_flag_values_exit_naming_the_flag(flag, value, tmp_path, capsys):
@@ -34,6 +43,24 @@ def test_bad_flag_values_exit_naming_the_flag(flag, value, tmp_path, capsys):
         parse([flag, value], tmp_path)
     assert exit_info.value.code == 2
     assert f"argument {flag}" in capsys.readouterr().err
+
+
+def test_seed_range_ends_are_accepted(tmp_path):
+    assert parse(["--seed", "0"], tmp_path).seed == 0
+    assert parse(["--seed", str(2**32 - 1)], tmp_path).seed == 2**32 - 1
+
+
+@pytest.mark.parametrize("argv,error", [
+    (["--learning_rat", "1e-4"], "unrecognized arguments: --learning_rat"),
+    (["--num_train", "2"], "unrecognized arguments: --num_train"),
+    # argparse's prefix matching took --lr for --lr_scheduler_type (new-user trial of 2026-12-07)
+    (["--lr", "1e-4"], "unrecognized arguments: --lr 1e-4"),
+])
+def test_an_abbreviated_or_misspelt_flag_is_an_error_not_another_flag(argv, error, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse(argv, tmp_path)
+    assert exit_info.value.code == 2
+    assert error in capsys.readouterr().err
 
 
 def test_checkpointing_steps_accepts_int_and_epoch():

@@ -176,6 +176,32 @@ def add_model_args(parser):
     return group
 
 
+def check_tokenizer_has_vocabulary(tokenizer, args):
+    """Refuses a tokenizer whose every token is a special token: transformers builds such a tokenizer (5 tokens,
+    e.g. `<s> </s> <unk> <pad> <mask>`) from a model folder that holds no tokenizer files, and every text then
+    encodes to nothing or to unknown tokens; the run trained and exited 0 with ROUGE 0 or chance accuracy (break
+    test of 2026-12-07). Call right after loading the tokenizer, before any data is tokenised.
+
+    Args:
+        tokenizer: the loaded tokenizer (`len(tokenizer)` tokens, `all_special_ids`).
+        args: the parsed flags (`tokenizer_name`, `model_name_or_path`), to name where it came from.
+
+    Raises:
+        ValueError: naming --tokenizer_name or --model_name_or_path, the token count and what to do.
+    """
+    if len(tokenizer) > len(set(tokenizer.all_special_ids)):
+        return
+    name = getattr(args, "tokenizer_name", None)
+    flag, source = ("--tokenizer_name", name) if name else ("--model_name_or_path", args.model_name_or_path)
+    advice = "" if name else " or pass --tokenizer_name"
+    raise ValueError(
+        f"{flag} {source}: the tokenizer loaded from it has no vocabulary ({len(tokenizer)} tokens, all special: "
+        f"{', '.join(tokenizer.all_special_tokens)}), so every text would encode to nothing; the folder holds no "
+        f"tokenizer files (tokenizer.json, vocab.txt, vocab.json with merges.txt, or a SentencePiece .model). "
+        f"Save the tokenizer there (tokenizer.save_pretrained){advice}."
+    )
+
+
 def check_model_flags(parser, args, pretrained="a local folder or Hub id",
                       new_model="--model_type/--config_name to train a new model from scratch"):
     """The parse-time checks of where a script's model comes from; `parser.error` (exit 2) on the first broken one.

@@ -37,7 +37,13 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from common.accumulation import label_tokens
 from common.adapters import apply_peft
-from common.args import add_common_args, model_max_length, positive_int, validate_common_args
+from common.args import (
+    add_common_args,
+    check_tokenizer_has_vocabulary,
+    model_max_length,
+    positive_int,
+    validate_common_args,
+)
 from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -290,6 +296,7 @@ def load_model_and_tokenizer(args):
         tokenizer = AutoTokenizer.from_pretrained(
             args.model_name_or_path, use_fast=not args.use_slow_tokenizer, **common, **gguf
         )
+    check_tokenizer_has_vocabulary(tokenizer, args)  # not an empty one (a model folder without tokenizer files)
 
     if args.model_name_or_path:
         if args.gguf_file:

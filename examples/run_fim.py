@@ -42,7 +42,13 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from common.accumulation import label_tokens
 from common.adapters import apply_peft
-from common.args import add_common_args, non_negative_int, positive_int, validate_common_args
+from common.args import (
+    add_common_args,
+    check_tokenizer_has_vocabulary,
+    non_negative_int,
+    positive_int,
+    validate_common_args,
+)
 from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -230,6 +236,7 @@ def load_model_and_tokenizer(args, accelerator):
     common = {"trust_remote_code": args.trust_remote_code}
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_name or args.model_name_or_path,
                                               use_fast=not args.use_slow_tokenizer, **common)
+    check_tokenizer_has_vocabulary(tokenizer, args)  # not an empty one (a model folder without tokenizer files)
     # what each FIM token's text reads as before it is added: its new embedding row starts as their mean
     pieces = {token: tokenizer(token, add_special_tokens=False)["input_ids"]
               for token in (getattr(args, flag) for flag in FIM_TOKEN_FLAGS)}

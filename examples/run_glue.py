@@ -31,7 +31,14 @@ from transformers import (
 )
 
 from common.adapters import apply_peft
-from common.args import add_common_args, capped_length, check_model_flags, model_max_length, validate_common_args
+from common.args import (
+    add_common_args,
+    capped_length,
+    check_model_flags,
+    check_tokenizer_has_vocabulary,
+    model_max_length,
+    validate_common_args,
+)
 from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.data import load_data_files, require_columns
@@ -426,6 +433,7 @@ def load_model_and_tokenizer(args, is_regression, label_list):
         use_fast=not args.use_slow_tokenizer,
         trust_remote_code=args.trust_remote_code,
     )
+    check_tokenizer_has_vocabulary(tokenizer, args)  # not an empty one (a model folder without tokenizer files)
     if tokenizer.pad_token is None:  # GPT-2 style tokenizers have no pad token
         tokenizer.pad_token = tokenizer.eos_token
         config.pad_token_id = tokenizer.pad_token_id

@@ -37,7 +37,13 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 
 from common.accumulation import label_tokens
 from common.adapters import apply_peft
-from common.args import add_common_args, non_negative_int, positive_int, validate_common_args
+from common.args import (
+    add_common_args,
+    check_tokenizer_has_vocabulary,
+    non_negative_int,
+    positive_int,
+    validate_common_args,
+)
 from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
@@ -650,6 +656,7 @@ def load_model_and_tokenizer(args):
 
     tokenizer_source = args.tokenizer_name or args.model_name_or_path
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, use_fast=not args.use_slow_tokenizer, **common)
+    check_tokenizer_has_vocabulary(tokenizer, args)  # not an empty one (a model folder without tokenizer files)
     flag = "--tokenizer_name" if args.tokenizer_name else "--model_name_or_path"
     for name in ("mask_token", "pad_token"):
         if getattr(tokenizer, name) is None:

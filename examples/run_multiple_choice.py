@@ -29,7 +29,14 @@ from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForMultipleChoice,
 from transformers.models.auto.modeling_auto import MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES
 
 from common.adapters import apply_peft
-from common.args import add_common_args, capped_length, model_max_length, positive_int, validate_common_args
+from common.args import (
+    add_common_args,
+    capped_length,
+    check_tokenizer_has_vocabulary,
+    model_max_length,
+    positive_int,
+    validate_common_args,
+)
 from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
@@ -464,6 +471,7 @@ def load_model_and_tokenizer(args):
     common = {"trust_remote_code": args.trust_remote_code}
     tokenizer_source = args.tokenizer_name or args.model_name_or_path
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, use_fast=not args.use_slow_tokenizer, **common)
+    check_tokenizer_has_vocabulary(tokenizer, args)  # not an empty one (a model folder without tokenizer files)
     if tokenizer.pad_token_id is None:
         raise ValueError(f"--tokenizer_name/--model_name_or_path {tokenizer_source}: the tokenizer has no padding "
                          "token; the choices of a batch are padded to one length.")

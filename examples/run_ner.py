@@ -36,7 +36,14 @@ from transformers import (
 
 from common.accumulation import label_tokens
 from common.adapters import apply_peft
-from common.args import add_common_args, capped_length, check_model_flags, model_max_length, validate_common_args
+from common.args import (
+    add_common_args,
+    capped_length,
+    check_model_flags,
+    check_tokenizer_has_vocabulary,
+    model_max_length,
+    validate_common_args,
+)
 from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
@@ -495,6 +502,7 @@ def load_model_and_tokenizer(args, config):
         trust_remote_code=args.trust_remote_code,
         **tokenizer_kwargs,
     )
+    check_tokenizer_has_vocabulary(tokenizer, args)  # not an empty one (a model folder without tokenizer files)
     if not tokenizer.is_fast:
         raise ValueError(
             f"--tokenizer_name/--model_name_or_path: {type(tokenizer).__name__} is not a fast tokenizer; word "

@@ -35,6 +35,7 @@ from common.adapters import apply_peft
 from common.args import (
     add_common_args,
     capped_length,
+    check_tokenizer_has_vocabulary,
     model_max_length,
     non_negative_int,
     positive_int,
@@ -535,6 +536,7 @@ def load_model_and_tokenizer(args):
     common = {"trust_remote_code": args.trust_remote_code}
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_name or args.model_name_or_path,
                                               use_fast=not args.use_slow_tokenizer, **common)
+    check_tokenizer_has_vocabulary(tokenizer, args)  # not an empty one (a model folder without tokenizer files)
     if args.chat_template:
         tokenizer.chat_template = read_flag_file("--chat_template", args.chat_template)
         if not tokenizer.chat_template.strip():

@@ -30,7 +30,13 @@ from transformers import AutoTokenizer, DataCollatorForSeq2Seq, default_data_col
 
 from common.accumulation import label_tokens
 from common.adapters import apply_peft
-from common.args import add_common_args, cap_seq2seq_lengths, positive_int, validate_common_args
+from common.args import (
+    add_common_args,
+    cap_seq2seq_lengths,
+    check_tokenizer_has_vocabulary,
+    positive_int,
+    validate_common_args,
+)
 from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
 from common.data import SPLIT_FLAGS, load_data_files, require_columns
@@ -242,6 +248,7 @@ def load_model_and_tokenizer(args, raw_datasets, text_column, summary_column, ac
         ValueError: see `check_decoder_start_token_id`.
     """
     tokenizer = load_tokenizer(args, raw_datasets, text_column, summary_column, accelerator)
+    check_tokenizer_has_vocabulary(tokenizer, args)  # not an empty one (a model folder without tokenizer files)
     model = load_seq2seq_model(args, tokenizer)
     check_decoder_start_token_id(model, tokenizer)
     # --max_source_length / --max_target_length / --val_max_target_length beyond the model's positions would fail

@@ -43,6 +43,7 @@ from common.args import (
     check_model_source,
     check_output_dir,
     check_push_to_hub,
+    check_tokenizer_has_vocabulary,
     positive_int,
     validate_common_args,
 )
@@ -576,6 +577,7 @@ def load_model_and_tokenizer(args, raw_datasets, source_key, target_key, acceler
         ValueError: see `load_tokenizer`, `set_language_codes` and `check_decoder_start_token_id`.
     """
     tokenizer = load_tokenizer(args, raw_datasets, source_key, target_key, accelerator)
+    check_tokenizer_has_vocabulary(tokenizer, args)  # not an empty one (a model folder without tokenizer files)
     model = load_seq2seq_model(args, tokenizer)
     set_language_codes(args, tokenizer, model)
     check_decoder_start_token_id(model, tokenizer)

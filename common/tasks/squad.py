@@ -25,7 +25,7 @@ import numpy as np
 from accelerate.logging import get_logger
 from transformers import AutoTokenizer
 
-from ..args import capped_length, model_max_length
+from ..args import capped_length, check_tokenizer_has_vocabulary, model_max_length
 from ..data import SPLIT_FLAGS, require_columns
 from ..metrics import load_metric
 from ..reporting import baseline_results
@@ -369,6 +369,7 @@ def load_fast_tokenizer(args):
             f"--tokenizer_name/--model_name_or_path {args.tokenizer_name or args.model_name_or_path}: only a slow "
             "tokenizer is available; extractive question answering needs a fast tokenizer (character offsets)."
         )
+    check_tokenizer_has_vocabulary(tokenizer, args)  # not an empty one (a model folder without tokenizer files)
     return tokenizer
 
 

@@ -103,6 +103,18 @@ def test_text_with_no_tokens(model, files, finished_run, capsys):
            r"in column 'ending1' has no tokens", content=content)
 
 
+def test_model_folder_without_tokenizer_files(model, files, finished_run, tmp_path, capsys):
+    """Break test of 2026-12-07: transformers built a 5-token tokenizer (all special) from the bare folder, every
+    word became [UNK] and the run trained to chance accuracy, exit 0."""
+    bare = tmp_path / "bare_model"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (bare / name).write_bytes((model / name).read_bytes())
+    argv = base(bare, files, finished_run)
+    assert_rejected(run_multiple_choice.main, argv, r"--model_name_or_path .*bare_model: the tokenizer loaded from "
+                    r"it has no vocabulary \(5 tokens, all special: .*\[UNK\].*\)", finished_run, capsys)
+
+
 def test_max_seq_length_above_the_model_positions_is_capped(model, files, tmp_path, caplog):
     """Not a refusal: --max_seq_length 300 on a 128-position model is used at 128, with one warning, and a pair
     longer than 128 tokens trains (before the cap, such a pair failed inside the position embeddings)."""

@@ -42,6 +42,23 @@ def base(model, train, validation, out, *extra):
             "--output_dir", out, "--overwrite_output_dir", "--max_train_steps", "1", *extra]
 
 
+def test_model_folder_without_tokenizer_files(tiny_bart, good, finished_run, tmp_path, capsys):
+    """Break test of 2026-12-07: from the bare folder transformers built a 5-token tokenizer, every text became
+    `<s></s>` and the run trained to ROUGE 0 with empty summaries, exit 0; --tokenizer_name is named when given."""
+    from pathlib import Path
+
+    bare = tmp_path / "bare_bart"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (bare / name).write_bytes((Path(tiny_bart) / name).read_bytes())
+    assert_rejected(run_summarization.main, base(bare, good["train"], good["validation"], finished_run),
+                    r"--model_name_or_path .*bare_bart: the tokenizer loaded from it has no vocabulary \(5 tokens, "
+                    r"all special: .*\).* or pass --tokenizer_name\.$", finished_run, capsys)
+    argv = base(tiny_bart, good["train"], good["validation"], finished_run, "--tokenizer_name", bare)
+    assert_rejected(run_summarization.main, argv, r"--tokenizer_name .*bare_bart: the tokenizer loaded from it has "
+                    r"no vocabulary .*\(tokenizer\.save_pretrained\)\.$", finished_run, capsys)
+
+
 def without_summary_column():
     return [{"text": r["text"], "abstract": r["summary"]} for r in examples(4, seed=5)]
 

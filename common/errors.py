@@ -38,6 +38,11 @@ Where the line goes:
   root cause is the real traceback.
 
 `ACCELERATE_DEBUG_MODE=1` (which `accelerate launch --debug` sets) restores the traceback of the user's errors.
+
+Before either kind is reported, the hooks registered with `on_error` during the call run (`TrainingRun` registers
+one that saves the trained model when the error came after training: the project's rule that an error after
+training never loses the trained model); what a hook returns is added to the message (or, for a traceback, as a
+note of the exception).
 """
 
 import argparse
@@ -47,6 +52,7 @@ import signal
 import sys
 import time
 import traceback
+import weakref
 from pathlib import Path
 
 # Seconds a process other than rank 0 waits before it reports a user error under torch elastic (see above). Rank 0
@@ -57,6 +63,43 @@ _COMMON_DIR = Path(__file__).resolve().parent
 # Exception types that the project's own checks raise; raised elsewhere, or of another type, an exception is a bug.
 _USER_ERROR_TYPES = (ValueError, RuntimeError, FileNotFoundError, FileExistsError, NotADirectoryError,
                      PermissionError)
+
+
+_ERROR_HOOKS = []  # the hooks of the `run_script` call in progress (`on_error`)
+
+
+def on_error(hook):
+    """Registers `hook(exception) -> str or None` to run when the current `run_script` call ends with an exception
+    (other than SystemExit / KeyboardInterrupt), before the error is reported; the returned text is added to the
+    report. The hooks are dropped when the call ends, so a notebook or test that runs several `main`s does not carry
+    one run's hooks into the next. A hook that raises is reported in the text and does not hide the error.
+
+    A bound method is held by a weak reference (`weakref.WeakMethod`): registering does not keep its object (a
+    `TrainingRun`, with its model) alive after a `main` that was called without `run_script` (a test) returned.
+
+    Args:
+        hook: a function of the exception; returns a sentence to add, or None.
+    """
+    _ERROR_HOOKS[:] = [h for h in _ERROR_HOOKS if not isinstance(h, weakref.WeakMethod) or h() is not None]
+    _ERROR_HOOKS.append(weakref.WeakMethod(hook) if hasattr(hook, "__self__") else hook)
+
+
+def _run_error_hooks(exception):
+    """The texts of the registered hooks for `exception` (`on_error`), in registration order."""
+    notes = []
+    for hook in list(_ERROR_HOOKS):
+        if isinstance(hook, weakref.WeakMethod):
+            hook = hook()
+            if hook is None:
+                continue
+        try:
+            note = hook(exception)
+        except Exception as failure:  # never hide the error being reported
+            name = getattr(hook, "__qualname__", "an error hook")
+            note = f"({name} failed too: {type(failure).__name__}: {failure})"
+        if note:
+            notes.append(note)
+    return notes
 
 
 class UsageError(Exception):
@@ -161,18 +204,24 @@ def run_script(main, argv=None):
         if getattr(sys.modules.get(main.__module__), "__file__", None) else []
     original_error = argparse.ArgumentParser.error
     argparse.ArgumentParser.error = _raise_usage_error
+    _ERROR_HOOKS.clear()
     try:
         return main(argv)
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as exception:
+        notes = _run_error_hooks(exception)
         if debug_mode() or not is_user_error(exception, own_dirs):
-            write_error_file(f"{type(exception).__name__}: {exception}", with_traceback=True)
+            for note in notes:
+                exception.add_note(note)
+            write_error_file(f"{type(exception).__name__}: {exception}" + "".join(f"\n{n}" for n in notes),
+                             with_traceback=True)
             raise
-        message = f"{prog}: error: {exception}"
+        message = f"{prog}: error: {exception}" + "".join(f" {n}" for n in notes)
         status = 2 if isinstance(exception, UsageError) else 1
     finally:
         argparse.ArgumentParser.error = original_error
+        _ERROR_HOOKS.clear()
     sys.stdout.flush()
     rank = process_rank()
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # the launcher's summary shows it

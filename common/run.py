@@ -65,6 +65,7 @@ from .checkpointing import (
     resume_position,
     save_checkpoint,
 )
+from .errors import on_error
 from .fast_dropout import fast_dropout_report
 from .hardware import host_info
 from .launch import loaded_weight_reports
@@ -404,6 +405,8 @@ class TrainingRun:
         self._preempt_after_epoch = False
         self._start = time.perf_counter()
         self.progress_bar = None
+        self._model_saved = False  # `save` wrote the model (then an error after it loses nothing)
+        on_error(self._save_trained_model_on_error)  # an error after training keeps the trained model
         pause_point()  # a malformed EXAMPLES_PAUSE_AT stops here, before the first step
         self._log_banner()
 
@@ -1041,12 +1044,46 @@ class TrainingRun:
     def save(self, model, tokenizer, results):
         """Saves what must never be lost, before anything that can fail after training (predictions,
         pushes): the model (`save_pretrained`, loadable by `from_pretrained(output_dir)`; skipped in an
-        evaluation-only run) with its tokenizer / processor, and `all_results.json`. Call on every process."""
+        evaluation-only run) with its tokenizer / processor, and `all_results.json`. Call on every process.
+        (An error between the last optimizer step and this call: `_save_trained_model_on_error`.)"""
         results.update(parameter_counts(self.accelerator.unwrap_model(model)))  # with LoRA: adapter + heads
         if self.completed_steps > 0:
             save_model(self.accelerator, model, self.args.output_dir, tokenizer,
                        merge_adapter=getattr(self.args, "merge_adapter_on_save", False))
+            self._model_saved = True
         write_all_results(self.accelerator, self.args.output_dir, results)
+
+    def _save_trained_model_on_error(self, exception):
+        """The `common.errors.on_error` hook: when an error ends the script after training finished (all
+        `max_train_steps` done, or early stopping) and before `save` wrote the model -- e.g. in the last
+        evaluation, its generation or its metric (break test of 2026-12-07: run_fim's evaluation failed after
+        training and `--output_dir` was left empty) -- the main process saves the model and its tokenizer /
+        processor into `--output_dir` (`save_pretrained`, no collective: another process may be stuck in one),
+        so that the training is not lost. Not under FSDP / DeepSpeed, whose weights are sharded across processes
+        (gathering them needs every process).
+
+        Returns:
+            the sentence added to the error's report (where the model is and how to evaluate it), or None when
+            there was nothing to save (training not finished, evaluation only, the model already saved) or on the
+            other processes.
+        """
+        done = self.completed_steps > 0 and (self.finished or self.stopped_early)
+        if not done or self._model_saved or self._model is None:
+            return None
+        if self.accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+            return (f"The trained model ({self.completed_steps} steps) is sharded "
+                    f"({self.accelerator.distributed_type}) and was not saved; only --checkpointing_steps protects "
+                    "such a run.")
+        if not self.accelerator.is_main_process:
+            return None
+        output_dir = Path(self.args.output_dir)
+        self.accelerator.unwrap_model(self._model).save_pretrained(output_dir)
+        if self._processor is not None:
+            self._processor.save_pretrained(output_dir)
+        steps = f"{self.completed_steps} step{'s' if self.completed_steps != 1 else ''}"
+        return (f"The model trained for {steps} was saved to {output_dir} before this error "
+                f"ended the run (no all_results.json); once the cause is fixed, evaluate it with "
+                f"--model_name_or_path {output_dir} --max_train_steps 0 and another --output_dir.")
 
     def end(self, results):
         """Rewrites `all_results.json` (predictions may have added `predict_*` keys), logs the results once as

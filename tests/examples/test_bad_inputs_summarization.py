@@ -137,3 +137,32 @@ def test_bad_input_exits_non_zero_under_accelerate_launch(tiny_bart, good, finis
     assert result.returncode != 0
     assert "missing column(s) ['summary']" in result.stdout
     assert snapshot(finished_run) == before
+
+
+def test_an_error_in_the_evaluation_after_training_keeps_the_trained_model(tiny_bart, good, tmp_path):
+    """The project's rule: an error after training never loses the trained model. Break test of 2026-12-07: a
+    `forced_bos_token_id` beyond the vocabulary in the model's generation_config.json passes training and fails in
+    the evaluation's `generate` (an IndexError inside transformers: a traceback); `--output_dir` was left empty.
+    Now the main process saves the model and tokenizer there first (`TrainingRun._save_trained_model_on_error`),
+    and the report says so; the saved model loads and evaluates."""
+    import shutil
+    from pathlib import Path
+
+    import torch
+    from safetensors.torch import load_file
+
+    model = tmp_path / "bad_generation_config"
+    shutil.copytree(tiny_bart, model)
+    config = json.loads((model / "generation_config.json").read_text())
+    (model / "generation_config.json").write_text(json.dumps({**config, "forced_bos_token_id": 500}))
+    out = tmp_path / "out"
+    argv = base(model, good["train"], good["validation"], out) + ["--max_train_steps", "2"]  # (overrides base's 1)
+    result = launch("run_summarization.py", argv, check=False)
+    assert result.returncode != 0
+    assert "IndexError" in result.stdout  # a library's error keeps its traceback ...
+    assert f"The model trained for 2 steps was saved to {out} before this error ended the run" in result.stdout
+    assert not (out / "all_results.json").exists()
+    weights = load_file(out / "model.safetensors")
+    trained_from = load_file(Path(tiny_bart) / "model.safetensors")
+    assert any(not torch.equal(weights[k], trained_from[k]) for k in trained_from)  # trained, not the start
+    assert (out / "tokenizer.json").is_file()

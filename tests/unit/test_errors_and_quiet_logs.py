@@ -164,6 +164,36 @@ def test_another_rank_without_error_file_prints_with_its_rank(tmp_path):
     assert result.returncode == 1 and result.stderr.startswith(f"[rank 1] {USER_MESSAGE}")
 
 
+def test_error_hooks_add_their_text_once_and_are_dropped_after_the_call(capsys):
+    """`on_error` hooks (TrainingRun's saves the trained model) run once when `main` fails, their text joins the
+    one-line report, a hook that fails itself is named without hiding the error, and the hooks end with the call."""
+    from common import errors
+
+    calls = []
+
+    def main(argv=None):
+        errors.on_error(lambda exception: calls.append(exception) or "The model was saved to out.")
+        errors.on_error(lambda exception: 1 / 0)
+        raise ValueError("--flag x: bad")
+
+    with pytest.raises(SystemExit) as exit_info:
+        errors.run_script(main, [])
+    assert exit_info.value.code == 1
+    report = capsys.readouterr().err.strip()
+    assert report.endswith(": error: --flag x: bad The model was saved to out. "
+                           "(test_error_hooks_add_their_text_once_and_are_dropped_after_the_call.<locals>.main."
+                           "<locals>.<lambda> failed too: ZeroDivisionError: division by zero)")
+    assert len(calls) == 1 and isinstance(calls[0], ValueError) and errors._ERROR_HOOKS == []
+
+    def buggy(argv=None):
+        errors.on_error(lambda exception: "The model was saved to out.")
+        return [][1]
+
+    with pytest.raises(IndexError) as bug:  # a bug keeps its traceback; the text becomes a note of it
+        errors.run_script(buggy, [])
+    assert bug.value.__notes__ == ["The model was saved to out."] and errors._ERROR_HOOKS == []
+
+
 def test_is_user_error_only_for_the_projects_own_raise_statements():
     import datasets
 

@@ -1,6 +1,7 @@
 """Loading local data files into a `datasets.DatasetDict`, with errors that name the file."""
 
 import csv
+import logging
 import os
 from pathlib import Path
 
@@ -77,8 +78,8 @@ def load_data_files(data_files, **builder_kwargs):
 
     Raises:
         ValueError: naming the flag and file when the extension is not one of `FILE_FORMATS`, the
-            file cannot be parsed (malformed JSON, a non-UTF-8 byte, ragged CSV rows), or it holds
-            no rows.
+            file cannot be parsed (malformed JSON: the 1-based number of the first line that is not valid JSON, see
+            `locate_json_error`; a non-UTF-8 byte, ragged CSV rows), or it holds no rows.
     """
     splits = {}
     for split, path in data_files.items():
@@ -90,21 +91,108 @@ def load_data_files(data_files, **builder_kwargs):
             raise ValueError(f"{flag} {path}: unsupported extension '.{extension}'; expected one of "
                              f"{', '.join('.' + e for e in FILE_FORMATS)}.")
         builder, kwargs = FILE_FORMATS[extension]
+        # The JSON builder logs "Failed to load JSON from file ..." before raising the error that is turned into the
+        # message below (which names the file and says more): that one log record is dropped, during this call only.
+        json_logger = logging.getLogger("datasets.packaged_modules.json.json")
+        json_logger.addFilter(drop_failed_to_load_json)
         try:
             loaded = datasets.load_dataset(builder, data_files={split: str(path)}, **kwargs, **builder_kwargs)
         except Exception as error:  # datasets wraps parser errors in several exception types
             if "corresponds to no data" in str(error):  # a header and no rows
                 raise ValueError(f"{flag} {path}: the file holds no examples.") from error
-            cause = error.__cause__ or error.__context__ or error
+            # pyarrow's "in row N" counts rows from 0 within its 10 MB read block, blank lines skipped: the file is
+            # read again (only now that loading failed) to find the line.
+            problem = locate_json_error(path, extension) if builder == "json" else None
+            if problem is None:
+                cause = error.__cause__ or error.__context__ or error
+                problem = f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
             raise ValueError(
-                f"{flag} {path}: could not be read as {extension.upper()} ({type(cause).__name__}: "
-                f"{str(cause).splitlines()[0] if str(cause) else ''}). Expected a UTF-8 "
+                f"{flag} {path}: could not be read as {extension.upper()} ({problem}). Expected a UTF-8 "
                 f"{describe_format(extension)}."
             ) from error
+        finally:
+            json_logger.removeFilter(drop_failed_to_load_json)
         if len(loaded[split]) == 0:
             raise ValueError(f"{flag} {path}: the file holds no examples.")
         splits[split] = loaded[split]
     return datasets.DatasetDict(splits)
+
+
+def drop_failed_to_load_json(record):
+    """`logging` filter: False for the `datasets` JSON builder's "Failed to load JSON from file ..." record."""
+    return not str(record.msg).startswith("Failed to load JSON from file")
+
+
+def locate_json_error(path, extension):
+    """Where a JSON / JSON Lines file that the `datasets` JSON builder could not load stops being valid JSON, with
+    1-based line numbers counted over the whole file (blank lines included). Called only after loading failed.
+
+    A file whose first non-blank character is `[` is one JSON document (as the builder reads it); otherwise each
+    non-blank line must be one JSON object. In a .json file whose first non-blank line is not valid JSON on its own,
+    the file may also be one JSON document written over several lines: both readings are then reported.
+
+    Args:
+        path: the file, read as UTF-8 (a leading byte-order mark skipped; bytes that are not UTF-8 read as U+FFFD:
+            they are not what the builder stops at).
+        extension: "json" or "jsonl".
+
+    Returns:
+        str for the message, e.g. "line 21 is not valid JSON: Expecting property name enclosed in double quotes
+        at column 27", "line 3 is not a JSON object: it holds an array", "not valid JSON: Expecting value at line 4
+        column 7" (one document), "neither one JSON document (...) nor JSON Lines (line 1 is not valid JSON: ...)";
+        None when no such place is found (the file is valid: loading failed for another reason) or the file cannot
+        be read.
+    """
+    import json
+
+    first_line = bad_line = line_problem = None
+    one_document = False
+    try:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):  # lines end at b"\n", as for pyarrow and `json`
+                line = raw.decode("utf-8", errors="replace").removesuffix("\n").removesuffix("\r")
+                if number == 1:
+                    line = line.removeprefix("\ufeff")
+                if not line.strip():
+                    continue
+                if first_line is None:
+                    first_line = number
+                    one_document = line.lstrip().startswith("[")
+                    if one_document:
+                        break
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as error:
+                    bad_line, line_problem = number, f"is not valid JSON: {where_in_json(error, line=False)}"
+                    break
+                if not isinstance(value, dict):
+                    kind = JSON_TYPE_NAMES.get(type(value), "value")
+                    return f"line {number} is not a JSON object: it holds {kind}"
+    except (OSError, RecursionError):  # RecursionError: a line nested too deep for `json`
+        return None
+    if not one_document and not (extension == "json" and bad_line is not None and bad_line == first_line):
+        return None if bad_line is None else f"line {bad_line} {line_problem}"
+    try:
+        json.loads(Path(path).read_bytes().decode("utf-8", errors="replace").removeprefix("\ufeff"))
+    except json.JSONDecodeError as error:
+        document_problem = where_in_json(error)
+    except (OSError, RecursionError):
+        return None if bad_line is None else f"line {bad_line} {line_problem}"
+    else:
+        return None  # one valid JSON document: loading failed for another reason
+    if one_document:
+        return f"not valid JSON: {document_problem}"
+    return f"neither one JSON document ({document_problem}) nor JSON Lines (line {bad_line} {line_problem})"
+
+
+def where_in_json(error, line=True):
+    """`json.JSONDecodeError`'s reason and place: "Expecting value at line 4 column 7" ("at column 7": line=False)."""
+    return f"{error.msg.removesuffix(' at')} at {f'line {error.lineno} ' if line else ''}column {error.colno}"
+
+
+# JSON's names for what a line holds instead of an object.
+JSON_TYPE_NAMES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false",
+                   type(None): "null"}
 
 
 def list_class_files(folder, suffixes, kind, one_layout=True):

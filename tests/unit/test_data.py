@@ -34,6 +34,70 @@ def test_malformed_json_names_the_file_and_flag(tmp_path):
         load_data_files({"validation": path})
 
 
+def json_lines(count, width=60):
+    """`count` JSON Lines rows, each `width` bytes long with its newline."""
+    rows = []
+    for i in range(count):
+        row = f'{{"text": "row {i}", "label": {i % 2}, "pad": ""}}'
+        rows.append(row[:-2] + "x" * (width - 1 - len(row)) + '"}')
+    return rows
+
+
+def test_malformed_json_lines_names_the_true_line_and_the_message_once(tmp_path):
+    """pyarrow's "in row N" counted from 0 and skipped blank lines (line 21 read "row 18" here), and the `datasets`
+    logger printed "Failed to load JSON from file ..." before the error, which already says it."""
+    import logging
+
+    rows = json_lines(40)
+    rows[4] = rows[5] = ""  # blank lines count as lines of the file
+    rows[20] = '{"text": "broken", "label": 1,}'
+    path = tmp_path / "train.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    json_logger = logging.getLogger("datasets.packaged_modules.json.json")
+    json_logger.addHandler(handler)
+    try:
+        with pytest.raises(ValueError) as raised:
+            load_data_files({"train": path})
+    finally:
+        json_logger.removeHandler(handler)
+    assert str(raised.value) == (
+        f"--train_file {path}: could not be read as JSONL (line 21 is not valid JSON: Expecting property name "
+        "enclosed in double quotes at column 31). Expected a UTF-8 JSON Lines file (one JSON object per line).")
+    assert not [r for r in records if "Failed to load JSON" in r.getMessage()]
+    assert not json_logger.filters  # the filter is removed after the call
+
+
+def test_malformed_json_line_beyond_the_first_10_mb_block(tmp_path):
+    """The tester's 29 MB file, bad at line 250001, read "in row 32902": pyarrow counts rows within its 10 MB block."""
+    rows = json_lines(11_000, width=1000)  # 11 MB
+    bad = 10_600  # 1-based, in the second block
+    rows[bad - 1] = rows[bad - 1][:500]  # cut inside the string
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    assert (bad - 1) * 1000 > 10 << 20  # the bad line starts beyond the loader's first 10 MB read
+    with pytest.raises(ValueError, match=rf"^--train_file {path}: could not be read as JSONL \(line {bad} is not "
+                                         r"valid JSON: Unterminated string starting at column 42\)\."):
+        load_data_files({"train": path})
+
+
+@pytest.mark.parametrize("name, text, problem", [
+    ("not_object.jsonl", '{"text": "a"}\n\n["b"]\n', "line 3 is not a JSON object: it holds an array"),
+    ("array.json", '[\n  {"text": "a"},\n  {"text": "b" "label": 1}\n]\n',
+     "not valid JSON: Expecting ',' delimiter at line 3 column 16"),
+    ("object.json", '{\n  "text": ["a", "b"],\n  "label": [1 2]\n}\n',
+     r"neither one JSON document \(Expecting ',' delimiter at line 3 column 15\) nor JSON Lines \(line 1 is not "
+     r"valid JSON: Expecting property name enclosed in double quotes at column 2\)"),
+])
+def test_malformed_json_names_where(tmp_path, name, text, problem):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ValueError, match=rf"^--validation_file {path}: could not be read as JSONL? \({problem}\)\."):
+        load_data_files({"validation": path})
+
+
 def test_non_utf8_text_names_the_file(tmp_path):
     path = tmp_path / "train.csv"
     path.write_bytes(b"text,label\ncaf\xe9,1\n")

@@ -7,9 +7,16 @@ on True `exit_preempted(...)` saves a `step_N` checkpoint, ends the trackers and
 `PREEMPTED_EXIT_CODE`. Re-running the same command with `--resume_from_checkpoint latest` continues
 from there. Outside the training loop (data loading, evaluation, saving) a recorded signal only
 takes effect at the next optimizer step, if any: an evaluation-only run finishes its evaluation.
+
+Under `accelerate launch` on one process the launcher passes no signal on: SIGTERM to it alone (Kubernetes and
+`docker stop` signal PID 1, which is then the launcher) ended the launcher at once and the script trained on,
+orphaned, until the container was killed (new-user trial of 2026-12-07). So on Linux a script started by
+`accelerate launch` asks the kernel for SIGTERM when its launcher dies (`prctl(PR_SET_PDEATHSIG)`,
+`follow_the_launcher`): it then checkpoints and exits 75 like a signalled run.
 """
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -47,12 +54,56 @@ def sigterm_checkpointing():
     _received["signal"] = None
     for signum in PREEMPTION_SIGNALS:
         signal.signal(signum, _record)
+    following = follow_the_launcher()
     try:
         yield
     finally:
+        if following:
+            _set_parent_death_signal(0)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _received["signal"] = None
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _set_parent_death_signal(signum):
+    """prctl(PR_SET_PDEATHSIG, signum) (0 clears it); True on success."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def launched_by_accelerate(parent_pid=None):
+    """Whether the parent process is `accelerate launch` (`accelerate launch ...` or `python -m
+    accelerate.commands.launch ...`), from its command line in /proc (Linux; False elsewhere or when unreadable)."""
+    try:
+        words = Path(f"/proc/{parent_pid or os.getppid()}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    words = [word.decode(errors="replace") for word in words]
+    by_cli = any(os.path.basename(word) == "accelerate" for word in words[:2]) and "launch" in words[:3]
+    return by_cli or "accelerate.commands.launch" in words
+
+
+def follow_the_launcher():
+    """On Linux, when `accelerate launch` started this process, asks the kernel to send it SIGTERM when the
+    launcher dies (`prctl(PR_SET_PDEATHSIG, SIGTERM)`; see the module docstring); when the launcher is already gone
+    by then, the process signals itself. Not for other parents: a run under `nohup` or a shell must outlive them.
+
+    Returns:
+        True when the request is in place (`sigterm_checkpointing` clears it on leaving).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    parent = os.getppid()
+    if not launched_by_accelerate(parent) or not _set_parent_death_signal(signal.SIGTERM):
+        return False
+    if os.getppid() != parent:  # the launcher died before the request: nothing would send the signal
+        os.kill(os.getpid(), signal.SIGTERM)
+    return True
 
 
 # Stopping a run at a chosen point by construction, for tests of interrupted runs (tests/examples/test_resume_all.py)

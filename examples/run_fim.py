@@ -72,6 +72,7 @@ from common.tasks.lm_data import (  # language-model data preparation, shared wi
     load_text_datasets,
     resolve_block_size,
     resolve_text_column,
+    special_token_layout,
     split_sources,
     token_loss_sums,
     tokenize_into_blocks,
@@ -565,6 +566,40 @@ def infill_cases(texts, args):
     return cases
 
 
+def check_fim_block_size(block_size, prefix_length, truncate_or_pad):
+    """Refuses, before training, a block too small for the validation middle perplexity to score any token.
+
+    Every validation block is rearranged and only its middle is scored, each token from the ones before it (the
+    labels are shifted by one). With --truncate_or_pad a rearranged block keeps its length, so its 3 sentinels
+    push 3 text tokens out (`fim_rearrange`): T text tokens keep at most T - 3 middle tokens, none below 4.
+    Without it nothing is cut, but the left-to-right baseline scores the middle in place, and the first token of a
+    block without <bos> has nothing before it: 2 text tokens (1 behind a <bos>).
+
+    Args:
+        block_size: the block size used (`resolve_block_size`).
+        prefix_length: the tokenizer's <bos> prefix of every block (`special_token_layout(tokenizer)[0]`).
+        truncate_or_pad: the --truncate_or_pad flag.
+
+    Raises:
+        ValueError: naming --block_size, the minimum and why, when `block_size` is below it.
+    """
+    if truncate_or_pad:
+        text_minimum = NUM_SENTINELS + 1
+        why = (f"with --truncate_or_pad (the default) a rearranged block keeps --block_size tokens, so its "
+               f"{NUM_SENTINELS} FIM sentinels push {NUM_SENTINELS} text tokens out, and a middle token is left to "
+               f"score only from {text_minimum} text tokens")
+    else:
+        text_minimum = 1 if prefix_length else 2
+        need = "a text token after its <bos>" if prefix_length else "2 text tokens (the first has nothing before it)"
+        why = f"the left-to-right baseline scores each middle token from the tokens before it, so a block needs {need}"
+    minimum = prefix_length + text_minimum
+    if block_size < minimum:
+        bos = (f" (the tokenizer's {prefix_length} <bos> token(s) + {text_minimum} text tokens)"
+               if prefix_length else "")
+        raise ValueError(f"--block_size {block_size}: expected at least {minimum}{bos}: {why}; a smaller block "
+                         "would train, then stop at the first evaluation with no middle token to score.")
+
+
 def infill_context(args, tokenizer, block_size):
     """The prompt budget of `evaluate_infilling`: how many prefix (and suffix) tokens a FIM prompt keeps,
     (block_size - --infill_max_new_tokens - 3 sentinels - the tokenizer's <bos> prefix) // 2.
@@ -660,6 +695,8 @@ def training_function(args):
     tokenizer, model, fim_ids, added = load_model_and_tokenizer(args, accelerator)
     refuse_fim_tokens_in_text(args, raw_datasets, text_column)  # the sentinels must never come from the text
     block_size = resolve_block_size(args.block_size, tokenizer, model.config)
+    # checked before training: a block without room for a middle token leaves evaluation nothing to score
+    check_fim_block_size(block_size, len(special_token_layout(tokenizer)[0]), args.truncate_or_pad)
     infill = None
     if args.infill_eval_samples:  # checked before training: a bad value must not cost a training run
         infill_context(args, tokenizer, block_size)  # --infill_max_new_tokens must leave room in --block_size

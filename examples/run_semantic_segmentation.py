@@ -99,7 +99,8 @@ def parse_args(argv=None):
         help="Mask value 0 (background) becomes --ignore_index and every other value is reduced by 1 (ADE20k).",
     )
     task.add_argument("--ignore_index", type=int, default=255,
-                      help="Mask value of pixels that are neither trained on nor scored.")
+                      help="Mask value of pixels that are neither trained on nor scored; outside the class ids "
+                      "0..K-1 (K classes).")
     task.add_argument(
         "--id2label", type=str, default=None,
         help="JSON object {mask value: class name} (a file, or the JSON text), e.g. '{\"0\": \"background\", "
@@ -486,7 +487,8 @@ def resolve_classes(args, scanned, sources):
 
     Raises:
         ValueError: naming the mask file and the values that have no class, or (without --id2label) when the
-            training masks hold fewer than 2 classes.
+            training masks hold fewer than 2 classes (naming --mask_threshold and its range 0-254 when it is above
+            every 8-bit value).
     """
     if args.value_names is not None:
         values, names = list(args.value_names), list(args.value_names.values())
@@ -497,10 +499,14 @@ def resolve_classes(args, scanned, sources):
         where = sources.get(reference, f"the {reference} split")
         warn_of_invented_classes(args, scanned[reference], where)
         if len(values) < 2:
+            advice = "Black/white masks: pass --mask_threshold 127; other values: --id2label/--ignore_index."
+            if args.mask_threshold is not None and args.mask_threshold >= 255:
+                advice = (f"--mask_threshold {args.mask_threshold} is outside 0-254, so no pixel of an 8-bit mask "
+                          "(values 0-255) is above it and every pixel is class 0; expected a threshold in 0-254, "
+                          "e.g. --mask_threshold 127 for black/white masks (16-bit masks: below their highest value).")
             raise ValueError(
                 f"{where}: the masks hold {len(values)} class(es) {values} (value {args.ignore_index} is "
-                "--ignore_index, not scored); expected at least 2. Black/white masks: pass --mask_threshold 127; "
-                "other values: --id2label/--ignore_index."
+                f"--ignore_index, not scored); expected at least 2. {advice}"
             )
     known = set(values)
     for split, pairs in scanned.items():
@@ -511,6 +517,29 @@ def resolve_classes(args, scanned, sources):
                 raise ValueError(f"{sources.get(split, split)}: {name}: mask value(s) {unknown[:10]} have no class "
                                  f"(classes from {origin}: values {sorted(known)}; not scored: {args.ignore_index}).")
     return values, names
+
+
+def check_ignore_index(ignore_index, id2label):
+    """Refuses an --ignore_index that is also a class id: the loss and the metric skip the labels equal to it, so
+    that class would be neither trained on nor scored (its accuracy null). The class ids are the model's, 0..K-1
+    (`align_labels` numbers the classes in order, whatever their mask values), so e.g. --ignore_index 0 with
+    --id2label '{"1": "red", "2": "blue"}' would drop red (id 0).
+
+    Args:
+        ignore_index: the --ignore_index value.
+        id2label: the model's {class id: name}, ids 0..K-1.
+
+    Raises:
+        ValueError: naming --ignore_index, the class (id and name) it collides with and the valid indices.
+    """
+    num_labels = len(id2label)
+    if 0 <= ignore_index < num_labels:
+        example = "the default 255" if num_labels <= 255 else "-1"
+        raise ValueError(
+            f"--ignore_index {ignore_index}: class id {ignore_index} is the class {id2label[ignore_index]!r} (the "
+            f"model's {num_labels} classes are ids 0..{num_labels - 1}: {id2label}), so it would be "
+            f"neither trained on nor scored; expected an index outside 0..{num_labels - 1}, e.g. {example}."
+        )
 
 
 def random_resized_crop_box(width, height, scale, ratio, rng):
@@ -846,6 +875,7 @@ def training_function(args):
     values, names = resolve_classes(args, scanned, sources)
     config = build_config(args)
     label2id = align_labels(config, names, args.model_name_or_path, args.ignore_mismatched_sizes)
+    check_ignore_index(args.ignore_index, config.id2label)
     class_map = ClassMap({value: label2id[name] for value, name in zip(values, names)}, args.ignore_index)
     image_processor = build_image_processor(args)
     model = load_model(args, config)

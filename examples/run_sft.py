@@ -464,8 +464,9 @@ def generate_answers(model, tokenizer, prompts, accelerator, max_new_tokens, bat
     with accelerator.split_between_processes(list(enumerate(prompts))) as share:
         for start in range(0, len(share), batch_size):
             chunk = share[start:start + batch_size]
+            # no token_type_ids (a BERT-style tokenizer's): a causal LM's generate refuses them
             batch = tokenizer([p for _, p in chunk], add_special_tokens=False, padding=True,
-                              return_tensors="pt").to(accelerator.device)
+                              return_token_type_ids=False, return_tensors="pt").to(accelerator.device)
             with torch.no_grad():
                 output = unwrapped.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
                                             pad_token_id=tokenizer.pad_token_id, synced_gpus=sharded)
@@ -528,7 +529,8 @@ def prompt_baseline(args, conversations):
 
 def load_model_and_tokenizer(args):
     """The pretrained model (float32) and its tokenizer, with --chat_template applied and a pad token (the EOS
-    token when the tokenizer has none: padded positions carry no loss and no attention).
+    token when the tokenizer has none: padded positions carry no loss and no attention). When the tokenizer has more
+    tokens than the model's embedding matrix has rows, the matrix is resized to `len(tokenizer)` (as run_clm.py).
 
     Raises:
         ValueError: naming --chat_template when the tokenizer has no chat template and none is given.
@@ -554,6 +556,20 @@ def load_model_and_tokenizer(args):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(args.model_name_or_path, dtype=torch.float32, **common)
+    # A tokenizer with more tokens than the embedding matrix (tokens added for a chat template, or a --tokenizer_name
+    # of a larger vocabulary) needs more rows: a larger id would stop the first step with an IndexError.
+    embedding_size = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > embedding_size:
+        model.resize_token_embeddings(len(tokenizer))
+        source = (f"--tokenizer_name {args.tokenizer_name}" if args.tokenizer_name
+                  else f"the tokenizer of --model_name_or_path {args.model_name_or_path}")
+        logger.info(f"{source} has {len(tokenizer)} tokens, more than the {embedding_size} rows of the embedding "
+                    f"matrix of --model_name_or_path {args.model_name_or_path}: resized to {len(tokenizer)} rows "
+                    "(the new ones start at the mean of the others).")
+        if args.use_peft:
+            logger.warning(f"--use_peft: LoRA freezes the embedding matrix, so the {len(tokenizer) - embedding_size} "
+                           "new rows keep their initial values and never train; --lora_modules_to_save "
+                           "embed_tokens,lm_head (the names in Llama models) trains them in full.")
     return tokenizer, model
 
 

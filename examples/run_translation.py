@@ -393,14 +393,16 @@ def _json_lines_line_number(path, index):
 
 def check_translation_pairs(dataset, source_key, target_key, split, flag=None, path=None):
     """Checks every example's `translation` dict holds text for both languages (the source only for a
-    test split without the target language).
+    test split without the target language), none of it empty or only whitespace (as run_summarization.py
+    refuses empty documents and summaries).
 
     Args:
         flag, path: the flag and file the split came from (None for Hub data), to name in errors.
 
     Raises:
         ValueError: naming the file and line (or split and example index) of the first example whose text
-            for a language is missing or not a string, and the languages it does have.
+            for a language is missing or not a string, and the languages it does have; or whose text for a
+            language is empty or only whitespace, and that text.
     """
     needed = [source_key]
     if split != "test" or target_key in (language_keys(dataset) or []):
@@ -420,6 +422,9 @@ def check_translation_pairs(dataset, source_key, target_key, split, flag=None, p
                 raise ValueError(
                     f"{location(index)}: the translation has no {key!r} text (languages present: {present})."
                 )
+            if not pair[key].strip():
+                raise ValueError(f"{location(index)}: the {key!r} text is empty or only whitespace ({pair[key]!r}); "
+                                 "expected a sentence in each language.")
 
 
 def load_raw_datasets(args):

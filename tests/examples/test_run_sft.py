@@ -343,3 +343,47 @@ def test_evaluate_scores_exactly_the_assistant_tokens(tiny_llama):
             tokens += n
     assert result["tokens"] == tokens == 3 + 5 + 3  # each answer's words, <|im_end|> and "\n"
     assert result["loss"] == pytest.approx(total / tokens, abs=1e-5)
+
+
+@pytest.mark.parametrize("use_peft", [False, True])
+def test_a_tokenizer_larger_than_the_embedding_matrix_gets_the_matrix_resized(tmp_path, tiny_llama, caplog,
+                                                                              use_peft):
+    """Break-test: a --tokenizer_name with more tokens than the model's embedding rows stopped the first step with
+    "IndexError: index out of range in self". The matrix is resized (as run_clm.py), the resize logged (with
+    --use_peft, a warning that LoRA leaves the new rows untrained), and a conversation holding the new tokens gets a
+    finite loss and greedy answers; the tokenizer's token_type_ids (BERT-style; the break-test's tokenizer) do not
+    reach `generate`, which refused them after training."""
+    import logging
+
+    from accelerate import Accelerator
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama)
+    rows = len(tokenizer)
+    tokenizer.add_tokens(["zebra", "yak"])
+    tokenizer.save_pretrained(tmp_path / "tok")
+    config_file = tmp_path / "tok" / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config["model_input_names"] = ["input_ids", "token_type_ids", "attention_mask"]  # as BERT's
+    config_file.write_text(json.dumps(config))
+    accelerator = Accelerator(cpu=True)  # run_sft logs through accelerate's logger
+    args = args_for(model_name_or_path=str(tiny_llama), tokenizer_name=str(tmp_path / "tok"), use_peft=use_peft)
+    with caplog.at_level(logging.INFO):
+        tokenizer, model = run_sft.load_model_and_tokenizer(args)
+    assert len(tokenizer) == rows + 2
+    assert model.get_input_embeddings().weight.shape[0] == model.get_output_embeddings().weight.shape[0] == rows + 2
+    assert (f"--tokenizer_name {tmp_path / 'tok'} has {rows + 2} tokens, more than the {rows} rows of the embedding "
+            f"matrix of --model_name_or_path {tiny_llama}: resized to {rows + 2} rows") in caplog.text
+    warned = "LoRA freezes the embedding matrix, so the 2 new rows keep their initial values" in caplog.text
+    assert warned == use_peft
+    conversation = [{"role": "user", "content": "Is this zebra ?"}, {"role": "assistant", "content": "yak"}]
+    example = run_sft.tokenize_conversation(tokenizer, conversation, False, "row 0")
+    assert tokenizer.convert_tokens_to_ids("yak") == rows + 1 and rows + 1 in example["input_ids"]
+    with torch.no_grad():
+        loss = model(input_ids=torch.tensor([example["input_ids"]]), labels=torch.tensor([example["labels"]])).loss
+    assert torch.isfinite(loss)
+    assert "token_type_ids" in tokenizer("zebra")
+    prompts, references = run_sft.generation_prompts([conversation, conversation], tokenizer)
+    assert references == ["yak", "yak"]
+    answers = run_sft.generate_answers(model, tokenizer, prompts, accelerator, max_new_tokens=2, batch_size=2)
+    assert len(answers) == 2 and answers[0] == answers[1]  # greedy: the same prompt, the same answer

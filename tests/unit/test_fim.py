@@ -117,6 +117,56 @@ def test_middle_scoring_and_left_to_right_label_the_same_tokens_behind_a_bos():
         assert row["input_ids"][len(row["input_ids"]) - len(scored):] == scored  # the middle ends the block
 
 
+@pytest.mark.parametrize("truncate_or_pad", [True, False])
+@pytest.mark.parametrize("prefix", [[], [0]])
+def test_block_sizes_with_no_middle_token_to_score_are_refused_before_training(truncate_or_pad, prefix, monkeypatch):
+    """Break-test: --block_size 1 (or 3) trained, then evaluation stopped with "perplexity: no predicted token to
+    score". For every draw of the cut points, the validation rows' labels (shifted by one, as the loss reads them)
+    are counted, for the FIM rows and the left-to-right baseline: `check_fim_block_size` accepts exactly the block
+    sizes where both can score a token."""
+    smallest = None
+    for block_size in range(len(prefix) + 1, 9):
+        text = [20 + i for i in range(block_size - len(prefix))]
+        best = {False: 0, True: 0}
+        for start in range(len(text) + 1):
+            for end in range(start, len(text) + 1):
+                for spm in (False, True):
+                    monkeypatch.setattr(run_fim, "draw_fim", lambda *args, draw=(start, end, spm): draw)
+                    for left_to_right in best:
+                        row = run_fim.FimBlocks(None, 0, run_fim.EVAL_FIM_STREAM, 1.0, 0.5, IDS, truncate_or_pad,
+                                                prefix, score="middle", left_to_right=left_to_right
+                                                ).rearrange(prefix + text, [0])
+                        scored = sum(label != -100 for label in row["labels"][1:])  # token 0 predicts nothing
+                        best[left_to_right] = max(best[left_to_right], scored)
+        if best[False] and best[True]:
+            smallest = smallest or block_size
+            run_fim.check_fim_block_size(block_size, len(prefix), truncate_or_pad)
+        else:
+            assert smallest is None
+            with pytest.raises(ValueError, match=rf"^--block_size {block_size}: expected at least "):
+                run_fim.check_fim_block_size(block_size, len(prefix), truncate_or_pad)
+    assert smallest == ((4 if truncate_or_pad else 1) + len(prefix) if prefix or truncate_or_pad else 2)
+
+
+def test_block_size_error_names_the_minimum_and_why():
+    with pytest.raises(ValueError) as error:
+        run_fim.check_fim_block_size(3, 0, True)
+    assert str(error.value) == (
+        "--block_size 3: expected at least 4: with --truncate_or_pad (the default) a rearranged block keeps "
+        "--block_size tokens, so its 3 FIM sentinels push 3 text tokens out, and a middle token is left to score "
+        "only from 4 text tokens; a smaller block would train, then stop at the first evaluation with no middle "
+        "token to score.")
+    with pytest.raises(ValueError, match=r"^--block_size 4: expected at least 5 \(the tokenizer's 1 <bos> token\(s\) "
+                                         r"\+ 4 text tokens\): with --truncate_or_pad"):
+        run_fim.check_fim_block_size(4, 1, True)
+    with pytest.raises(ValueError, match=r"^--block_size 1: expected at least 2: the left-to-right baseline scores "
+                                         r"each middle token from the tokens before it, so a block needs 2 text "
+                                         r"tokens \(the first has nothing before it\)"):
+        run_fim.check_fim_block_size(1, 0, False)
+    run_fim.check_fim_block_size(4, 0, True)
+    run_fim.check_fim_block_size(2, 0, False)
+
+
 def test_collator_pads_with_the_fim_pad_token():
     collator = run_fim.FimCollator(PAD, pad_to_multiple_of=4)
     batch = collator([{"input_ids": [5, 6, 7], "labels": [5, 6, 7]}, {"input_ids": [5], "labels": [-100]}])

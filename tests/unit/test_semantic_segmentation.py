@@ -277,3 +277,57 @@ def test_values_on_a_tiny_share_of_pixels_and_jpeg_masks_are_warned_about(caplog
     with caplog.at_level(logging.WARNING):  # binarised: the JPEG noise is thresholded away
         seg.warn_of_invented_classes(SimpleNamespace(mask_threshold=127), jpeg, "--train_dir d")
     assert not caplog.records
+
+
+def test_ignore_index_that_is_a_class_id_is_refused_before_training():
+    """Break-test: --ignore_index inside 0..K-1 silently dropped a class (the ids are renumbered 0..K-1 whatever
+    the mask values): --ignore_index 0 --id2label '{"1": "red", "2": "blue"}' made red id 0, ignored, its accuracy
+    null; --ignore_index 1 on masks holding 0, 1, 2 left classes 0 and 2, the latter id 1, ignored."""
+    from types import SimpleNamespace
+
+    from transformers import SegformerConfig
+
+    from common.tasks.labels import align_labels
+
+    def class_ids(ignore_index, value_names, present):
+        args = SimpleNamespace(value_names=value_names, mask_threshold=None, ignore_index=ignore_index)
+        pixels = {value: 100 for value in present if value != ignore_index}  # scan_pairs leaves ignore_index out
+        values, names = seg.resolve_classes(args, {"train": [("m.png", list(pixels), pixels)]}, {"train": "d"})
+        config = SegformerConfig()
+        align_labels(config, names, None, False)
+        return config.id2label
+
+    id2label = class_ids(0, {1: "red", 2: "blue"}, [1, 2])
+    assert id2label == {0: "red", 1: "blue"}
+    with pytest.raises(ValueError, match=r"^--ignore_index 0: class id 0 is the class 'red' \(the model's 2 classes "
+                                         r"are ids 0\.\.1: \{0: 'red', 1: 'blue'\}\), so it would be neither trained "
+                                         r"on nor scored; expected an index outside 0\.\.1, e.g\. the default 255\.$"):
+        seg.check_ignore_index(0, id2label)
+    id2label = class_ids(1, None, [0, 1, 2])
+    assert id2label == {0: "0", 1: "2"}
+    with pytest.raises(ValueError, match=r"^--ignore_index 1: class id 1 is the class '2' "):
+        seg.check_ignore_index(1, id2label)
+    for ignore_index in (255, 2, -1, -100):  # outside the ids: accepted
+        seg.check_ignore_index(ignore_index, {0: "red", 1: "blue"})
+    with pytest.raises(ValueError, match=r"outside 0\.\.299, e\.g\. -1\.$"):  # the default collides with 300 classes
+        seg.check_ignore_index(255, {i: str(i) for i in range(300)})
+
+
+def test_mask_threshold_above_every_8bit_value_is_named_with_its_range():
+    """Break-test item 10: --mask_threshold 300 left every pixel class 0, and the error advised "pass
+    --mask_threshold 127" without saying that 300 is above every value of an 8-bit mask."""
+    from types import SimpleNamespace
+
+    pixels = {0: 100}  # after the threshold: every pixel is 0
+    scanned = {"train": [("m.png", [0], pixels)]}
+    for threshold in (300, 255):
+        args = SimpleNamespace(value_names=None, mask_threshold=threshold, ignore_index=255)
+        with pytest.raises(ValueError, match=rf"^d: the masks hold 1 class\(es\) \[0\] .*expected at least 2\. "
+                                             rf"--mask_threshold {threshold} is outside 0-254, so no pixel of an "
+                                             r"8-bit mask \(values 0-255\) is above it and every pixel is class 0; "
+                                             r"expected a threshold in 0-254, e\.g\. --mask_threshold 127"):
+            seg.resolve_classes(args, scanned, {"train": "d"})
+    for threshold in (None, 127):  # in range (or none): the usual advice
+        args = SimpleNamespace(value_names=None, mask_threshold=threshold, ignore_index=255)
+        with pytest.raises(ValueError, match=r"expected at least 2\. Black/white masks: pass --mask_threshold 127"):
+            seg.resolve_classes(args, scanned, {"train": "d"})

@@ -174,6 +174,29 @@ def test_missing_language_text_names_file_and_line(state, tmp_path):
         run_translation.load_raw_datasets(args)
 
 
+def test_empty_or_blank_texts_are_refused_naming_file_line_and_language(state, tmp_path):
+    """Break-test: an empty target and a whitespace-only source were trained and scored without a word (summarization
+    refuses empty documents and summaries); each is refused before training, naming file, line and language."""
+    rows = [{"translation": {"en": en, "de": de}} for en, de in PAIRS]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    empty_target = write_jsonl(tmp_path / "val.jsonl", rows[:1] + [{"translation": {"en": "blue", "de": ""}}])
+    with pytest.raises(ValueError, match=r"^--validation_file .*val\.jsonl line 2: the 'de' text is empty or only "
+                                         r"whitespace \(''\); expected a sentence in each language\.$"):
+        run_translation.load_raw_datasets(make_args(train_file=str(train), validation_file=str(empty_target)))
+    blank_source = write_jsonl(tmp_path / "train2.jsonl", rows + [{"translation": {"en": "   ", "de": "haus"}}])
+    with pytest.raises(ValueError, match=r"^--train_file .*train2\.jsonl line 4: the 'en' text is empty or only "
+                                         r"whitespace \('   '\)"):
+        run_translation.load_raw_datasets(make_args(train_file=str(blank_source), validation_file=str(train)))
+    # Parallel text files: a blank line of the test sources (no references) is named by its line.
+    test = write_text(tmp_path / "test.en", ["one", "\t", "three"])
+    with pytest.raises(ValueError, match=r"^--test_source_file .*test\.en line 2: the 'en' text is empty"):
+        run_translation.load_raw_datasets(make_args(train_file=str(train), validation_file=str(train),
+                                                     test_source_file=str(test)))
+    dataset = datasets.Dataset.from_dict({"translation": [{"en": "a", "de": "b"}, {"en": "c", "de": " "}]})
+    with pytest.raises(ValueError, match=r"^the validation split, example 1: the 'de' text is empty"):
+        run_translation.check_translation_pairs(dataset, "en", "de", "validation")
+
+
 def test_language_absent_from_the_data_names_the_flag(state, tmp_path):
     train = write_jsonl(tmp_path / "train.jsonl", [{"translation": {"en": en, "de": de}} for en, de in PAIRS])
     args = make_args(train_file=str(train), validation_file=str(train), target_lang="ro")

@@ -721,7 +721,7 @@ class ConfigFileArgumentParser(argparse.ArgumentParser):
 
 def _config_paths_in(argv):
     """The values of every `--config FILE` / `--config=FILE` in `argv`, in order. An abbreviation (`--conf`) is not
-    looked for: argparse refuses it as ambiguous (`--config_name`, `--config_overrides`)."""
+    looked for: argparse refuses it (no flag is abbreviated: `add_config_args`)."""
     paths = []
     for i, token in enumerate(argv):
         if token == "--":

@@ -184,7 +184,7 @@ def tracker_dirs(trackers):
 @contextlib.contextmanager
 def command_line_without_secrets(args):
     """Within the block, `sys.argv` has the value of every `SECRET_ARGS` flag (e.g. `--hub_token hf_...`,
-    `--hub_token=hf_...`, or an abbreviation argparse accepted) replaced by "<redacted>"; restored after.
+    `--hub_token=hf_...`; the scripts take no abbreviated flag) replaced by "<redacted>"; restored after.
 
     wandb records the command line of the run (`sys.argv[1:]`, the "args" of its metadata, uploaded by
     `wandb sync`) when `wandb.init` starts; the scripts start the trackers inside this block.

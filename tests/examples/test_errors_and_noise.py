@@ -71,8 +71,8 @@ def test_missing_column_on_two_processes_is_the_launchers_root_cause(tmp_path, t
 def test_bad_flag_value_on_one_process_is_one_line(tmp_path, tiny_bert, classification_data):
     result = launch("run_glue.py", glue_args(tiny_bert, classification_data, tmp_path / "out", "--learning_rate",
                                              "fast"), check=False)
-    assert_one_short_error(result, "run_glue.py: error: argument --learning_rate: expected a positive number, got 'fast' "
-                                   "(see `run_glue.py --help`)")
+    assert_one_short_error(result, "run_glue.py: error: argument --learning_rate: expected a positive number, "
+                                   "got 'fast' (see `run_glue.py --help`)")
     assert "usage:" not in result.stdout
 
 

@@ -202,6 +202,34 @@ def check_tokenizer_has_vocabulary(tokenizer, args):
     )
 
 
+def fit_embeddings_to_tokenizer(model, tokenizer, args, logger):
+    """Resizes the model's embedding matrix to `len(tokenizer)` rows when the tokenizer has more tokens than it has
+    rows (tokens added for a chat template, or a `--tokenizer_name` of a larger vocabulary): a larger id would stop
+    the first step with "IndexError: index out of range in self" (break test of 2026-12-07, run_sft). As
+    transformers' run_clm_no_trainer.py; `resize_token_embeddings` starts the new rows at the mean of the others. The
+    resize is logged, and with `--use_peft` a warning says that LoRA leaves the new rows untrained.
+
+    Args:
+        model: the loaded pretrained model (before `prepare` and before `apply_peft`).
+        tokenizer: its tokenizer.
+        args: the parsed flags (`tokenizer_name`, `model_name_or_path`, `use_peft`), to name them.
+        logger: the script's `accelerate.logging` logger.
+    """
+    embedding_size = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) <= embedding_size:
+        return
+    model.resize_token_embeddings(len(tokenizer))
+    source = (f"--tokenizer_name {args.tokenizer_name}" if getattr(args, "tokenizer_name", None)
+              else f"the tokenizer of --model_name_or_path {args.model_name_or_path}")
+    logger.info(f"{source} has {len(tokenizer)} tokens, more than the {embedding_size} rows of the embedding "
+                f"matrix of --model_name_or_path {args.model_name_or_path}: resized to {len(tokenizer)} rows "
+                "(the new ones start at the mean of the others).")
+    if getattr(args, "use_peft", False):
+        logger.warning(f"--use_peft: LoRA freezes the embedding matrix, so the {len(tokenizer) - embedding_size} "
+                       "new rows keep their initial values and never train; --lora_modules_to_save "
+                       "embed_tokens,lm_head (the names in Llama models) trains them in full.")
+
+
 def check_model_flags(parser, args, pretrained="a local folder or Hub id",
                       new_model="--model_type/--config_name to train a new model from scratch"):
     """The parse-time checks of where a script's model comes from; `parser.error` (exit 2) on the first broken one.

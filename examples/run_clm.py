@@ -40,6 +40,7 @@ from common.adapters import apply_peft
 from common.args import (
     add_common_args,
     check_tokenizer_has_vocabulary,
+    fit_embeddings_to_tokenizer,
     model_max_length,
     positive_int,
     validate_common_args,
@@ -314,10 +315,7 @@ def load_model_and_tokenizer(args):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, **common)
         num_parameters = sum(p.numel() for p in model.parameters())
         logger.info(f"New {config.model_type} model: {num_parameters / 1e6:.2f}M parameters.")
-    # A tokenizer with more tokens than the embedding matrix (e.g. added tokens) needs more rows.
-    embedding_size = model.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) > embedding_size:
-        model.resize_token_embeddings(len(tokenizer))
+    fit_embeddings_to_tokenizer(model, tokenizer, args, logger)  # more tokens than embedding rows: resized
     check_sample_prompt(args, tokenizer, model.config)  # before training, not after it
     return config, tokenizer, model
 

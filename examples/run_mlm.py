@@ -40,6 +40,7 @@ from common.adapters import apply_peft
 from common.args import (
     add_common_args,
     check_tokenizer_has_vocabulary,
+    fit_embeddings_to_tokenizer,
     non_negative_int,
     positive_int,
     validate_common_args,
@@ -686,9 +687,7 @@ def load_model_and_tokenizer(args):
         new_head = ["(new model)"]
         logger.info(f"New {config.model_type} model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
                     "parameters.")
-    # A tokenizer with more tokens than the embedding matrix (e.g. added tokens) needs more rows.
-    if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
-        model.resize_token_embeddings(len(tokenizer))
+    fit_embeddings_to_tokenizer(model, tokenizer, args, logger)  # more tokens than embedding rows: resized
     return tokenizer, model, not new_head
 
 

@@ -36,6 +36,7 @@ from common.args import (
     add_common_args,
     capped_length,
     check_tokenizer_has_vocabulary,
+    fit_embeddings_to_tokenizer,
     model_max_length,
     non_negative_int,
     positive_int,
@@ -556,20 +557,7 @@ def load_model_and_tokenizer(args):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(args.model_name_or_path, dtype=torch.float32, **common)
-    # A tokenizer with more tokens than the embedding matrix (tokens added for a chat template, or a --tokenizer_name
-    # of a larger vocabulary) needs more rows: a larger id would stop the first step with an IndexError.
-    embedding_size = model.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) > embedding_size:
-        model.resize_token_embeddings(len(tokenizer))
-        source = (f"--tokenizer_name {args.tokenizer_name}" if args.tokenizer_name
-                  else f"the tokenizer of --model_name_or_path {args.model_name_or_path}")
-        logger.info(f"{source} has {len(tokenizer)} tokens, more than the {embedding_size} rows of the embedding "
-                    f"matrix of --model_name_or_path {args.model_name_or_path}: resized to {len(tokenizer)} rows "
-                    "(the new ones start at the mean of the others).")
-        if args.use_peft:
-            logger.warning(f"--use_peft: LoRA freezes the embedding matrix, so the {len(tokenizer) - embedding_size} "
-                           "new rows keep their initial values and never train; --lora_modules_to_save "
-                           "embed_tokens,lm_head (the names in Llama models) trains them in full.")
+    fit_embeddings_to_tokenizer(model, tokenizer, args, logger)  # more tokens than embedding rows: resized
     return tokenizer, model
 
 

@@ -20,6 +20,7 @@ from accelerate.utils import DistributedType
 from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
+from ..args import fit_embeddings_to_tokenizer
 from ..dataloaders import build_eval_dataloader
 from ..reporting import progress_bar
 from .config_overrides import apply_config_overrides
@@ -130,9 +131,7 @@ def load_seq2seq_model(args, tokenizer):
         model = AutoModelForSeq2SeqLM.from_pretrained(
             args.model_name_or_path, config=config, trust_remote_code=args.trust_remote_code
         )
-        # A tokenizer with added tokens needs a larger embedding matrix.
-        if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
-            model.resize_token_embeddings(len(tokenizer))
+        fit_embeddings_to_tokenizer(model, tokenizer, args, logger)  # a tokenizer with added tokens: resized
         return freeze_unused_encoder_pooler(model)
     if args.config_overrides:
         logger.info(f"Overriding config: {args.config_overrides}")

@@ -71,7 +71,7 @@ from .hardware import host_info
 from .launch import loaded_weight_reports
 from .preemption import exit_preempted, pause_here, pause_point, signal_received
 from .reporting import format_summary, make_progress_bar
-from .saving import load_saved_weights, push_to_hub, save_model, write_all_results
+from .saving import load_saved_weights, push_to_hub, save_model, write_all_results, write_model
 from .streaming import load_stream_state
 from .throughput import count_tokens
 from .tracking import log_final_metrics, tracker_dirs
@@ -1058,7 +1058,8 @@ class TrainingRun:
         `max_train_steps` done, or early stopping) and before `save` wrote the model -- e.g. in the last
         evaluation, its generation or its metric (break test of 2026-12-07: run_fim's evaluation failed after
         training and `--output_dir` was left empty) -- the main process saves the model and its tokenizer /
-        processor into `--output_dir` (`save_pretrained`, no collective: another process may be stuck in one),
+        processor into `--output_dir` (`common.saving.write_model`: what `save` writes, `merged/` with
+        `--merge_adapter_on_save` included, without a collective: another process may be stuck in one),
         so that the training is not lost. Not under FSDP / DeepSpeed, whose weights are sharded across processes
         (gathering them needs every process).
 
@@ -1077,9 +1078,8 @@ class TrainingRun:
         if not self.accelerator.is_main_process:
             return None
         output_dir = Path(self.args.output_dir)
-        self.accelerator.unwrap_model(self._model).save_pretrained(output_dir)
-        if self._processor is not None:
-            self._processor.save_pretrained(output_dir)
+        write_model(self.accelerator.unwrap_model(self._model), output_dir, self._processor,
+                    merge_adapter=getattr(self.args, "merge_adapter_on_save", False))
         steps = f"{self.completed_steps} step{'s' if self.completed_steps != 1 else ''}"
         return (f"The model trained for {steps} was saved to {output_dir} before this error "
                 f"ended the run (no all_results.json); once the cause is fixed, evaluate it with "

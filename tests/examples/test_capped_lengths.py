@@ -81,7 +81,7 @@ def test_translation_lengths_above_the_model_positions_are_capped(tmp_path, data
             "--val_max_target_length", "100", "--output_dir", tmp_path / "out", *TRAIN])
     for flag, value in (("--max_source_length", 100), ("--max_target_length", 80), ("--val_max_target_length", 100)):
         assert f"{flag} {value} is longer than the model's maximum length (64); using 64." in caplog.text
-    assert results["train_steps"] == 2 and 0 < results["eval_gen_len"] <= 64
+    assert results["train_steps"] == 2 and results["eval_samples"] == 8 and 0 < results["eval_gen_len"] <= 64
 
 
 def test_qa_max_seq_length_above_the_model_maximum_is_capped(tmp_path, qa_data, tiny_qa_bert, caplog):  # noqa: F811
@@ -96,14 +96,14 @@ def test_qa_max_seq_length_above_the_model_maximum_is_capped(tmp_path, qa_data, 
     assert results["train_steps"] == 2 and results["eval_samples"] == 45
 
 
-@pytest.mark.slow  # about 35 s of training; the translation case above checks the same seq2seq capping
+@pytest.mark.slow  # 2 steps and 8 summaries of up to 64 tokens; the translation case above checks the same capping
 def test_summarization_lengths_above_the_model_positions_are_capped(tmp_path, summarization_data, caplog):  # noqa: F811
     with caplog.at_level(logging.WARNING):
         results = run_main(run_summarization.main, [
             "--model_name_or_path", summarization_data["model"], "--train_file", summarization_data["train"],
             "--validation_file", summarization_data["validation"], "--max_source_length", "500",
-            "--val_max_target_length", "100", "--output_dir", tmp_path / "out", *TRAIN])
+            "--val_max_target_length", "100", "--max_eval_samples", "8", "--output_dir", tmp_path / "out", *TRAIN])
     # --max_target_length is not given: its default, 128, is capped too.
     for flag, value in (("--max_source_length", 500), ("--max_target_length", 128), ("--val_max_target_length", 100)):
         assert f"{flag} {value} is longer than the model's maximum length (64); using 64." in caplog.text
-    assert results["train_steps"] == 2 and 0 < results["eval_gen_len"] <= 64
+    assert results["train_steps"] == 2 and results["eval_samples"] == 8 and 0 < results["eval_gen_len"] <= 64

@@ -105,11 +105,44 @@ def test_non_utf8_text_names_the_file(tmp_path):
         load_data_files({"train": path})
 
 
-def test_header_only_file_has_no_examples(tmp_path):
-    path = tmp_path / "train.jsonl"
-    path.write_text("\n")
-    with pytest.raises(ValueError, match=r"--train_file .*train\.jsonl: "):
+@pytest.mark.parametrize("name, text", [("train.jsonl", ""), ("train.jsonl", "\n \n"), ("train.csv", ""),
+                                        ("train.txt", "\n")])
+def test_empty_file_is_named(tmp_path, name, text):
+    # An empty .jsonl gave "could not be read as JSONL (StopIteration: )" (break test).
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ValueError, match=rf"^--train_file {path}: the file is empty \(no examples\)\. Expected a "):
         load_data_files({"train": path})
+
+
+def test_header_only_csv_has_no_examples(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text("text,label\n")
+    with pytest.raises(ValueError, match=rf"^--train_file {path}: the file holds no examples\.$"):
+        load_data_files({"train": path})
+
+
+def test_latin1_json_lines_are_refused_naming_the_line(tmp_path):
+    # Loaded without complaint, then failed with a bare UnicodeDecodeError when first read (break test).
+    path = tmp_path / "validation.jsonl"
+    path.write_bytes(b'{"text": "fine", "label": 0}\n{"text": "ok \xc3\xa9", "label": 1}\n'
+                     b'{"text": "caf\xe9", "label": 1}\n')
+    with pytest.raises(ValueError, match=rf"^--validation_file {path}: could not be read as JSONL \(line 3: byte 0xe9 "
+                                         r"is not UTF-8\)\. Expected a UTF-8 .*re-save the file as UTF-8\.$"):
+        load_data_files({"validation": path})
+
+
+def test_invalid_utf8_found_across_read_blocks(tmp_path):
+    from common.data import find_invalid_utf8
+
+    path = tmp_path / "a.jsonl"
+    # "é" (2 bytes) split between the first and second 8-byte block; the bad byte is on line 4, in the third block.
+    path.write_bytes(b"abc\nde\xc3\xa9\nx\ny\xff\n")
+    assert find_invalid_utf8(path, chunk_bytes=8) == "line 4: byte 0xff is not UTF-8"
+    path.write_bytes(b"abc\nde\xc3\xa9\n")
+    assert find_invalid_utf8(path, chunk_bytes=7) is None
+    path.write_bytes(b"ab\xc3")  # cut inside a character at the end of the file
+    assert find_invalid_utf8(path, chunk_bytes=2) == "line 1: byte 0xc3 is not UTF-8"
 
 
 def test_unsupported_extension(tmp_path):

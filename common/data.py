@@ -10,9 +10,12 @@ import datasets
 # File extension -> (datasets builder, builder keyword arguments).
 # GLUE's own .tsv files are tab-separated with unquoted text (a sentence may contain a lone `"`),
 # and start with a UTF-8 byte-order mark; `utf-8-sig` reads files with and without it.
+# In .csv/.tsv only an empty cell is missing: pandas' default also reads the texts "NA", "N/A", "null", "None",
+# "nan", ... as missing (`keep_default_na`), which turned a choice or sentence "None" into an empty cell.
+CSV_MISSING = {"keep_default_na": False, "na_values": [""]}
 FILE_FORMATS = {
-    "csv": ("csv", {"encoding": "utf-8-sig"}),
-    "tsv": ("csv", {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "encoding": "utf-8-sig"}),
+    "csv": ("csv", {"encoding": "utf-8-sig", **CSV_MISSING}),
+    "tsv": ("csv", {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "encoding": "utf-8-sig", **CSV_MISSING}),
     "json": ("json", {}),
     "jsonl": ("json", {}),
     "txt": ("text", {}),

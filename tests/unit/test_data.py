@@ -181,3 +181,15 @@ def test_every_file_a_flag_names_is_read_with_the_data_files_utf8_error(tmp_path
         read_flag_json("--config_name", path)
     path.write_text('{"model_type": "bert"}')
     check_model_source("config_name", str(path))  # a good file passes
+
+
+@pytest.mark.parametrize("extension, separator", [("csv", ","), ("tsv", "\t")])
+def test_csv_texts_that_pandas_calls_missing_stay_text(tmp_path, extension, separator):
+    # "None", "NA", "null", "nan" are texts in a data file; only an empty cell is missing (break test: a choice
+    # "None" was refused as an empty cell).
+    path = tmp_path / f"train.{extension}"
+    rows = [["text", "label"], ["None", "1"], ["NA", "0"], ["null", "1"], ["nan", "0"], ["N/A", "1"], ["", "0"]]
+    path.write_text("".join(separator.join(row) + "\n" for row in rows))
+    dataset = load_data_files({"train": path})["train"]
+    assert dataset["text"] == ["None", "NA", "null", "nan", "N/A", None]
+    assert dataset["label"] == [1, 0, 1, 0, 1, 0]

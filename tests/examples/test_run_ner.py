@@ -278,10 +278,11 @@ def test_iob1_and_iob2_files_train_and_score_identically(tmp_path, ner_data, tin
         assert outcomes[0][key] == outcomes[1][key], key
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("num_processes", [1, 2])
-def test_resume_with_gradient_accumulation(tmp_path, ner_data, tiny_ner_bert, num_processes):
+@pytest.mark.slow  # one process: test_resume_all.py (ner, with accumulation)
+def test_resume_with_gradient_accumulation_two_processes(tmp_path, ner_data, tiny_ner_bert):
     from safetensors.torch import load_file
+
+    num_processes = 2
 
     directory, _ = ner_data
     extra = dict(train_file=directory / "train.jsonl", validation_file=directory / "validation.jsonl",

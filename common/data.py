@@ -95,8 +95,8 @@ def load_data_files(data_files, **builder_kwargs):
                              f"{', '.join('.' + e for e in FILE_FORMATS)}.")
         builder, kwargs = FILE_FORMATS[extension]
         if file_is_blank(path):
-            raise ValueError(f"{flag} {path}: the file is empty (no examples). Expected a UTF-8 "
-                             f"{describe_format(extension)}.")
+            raise ValueError(f"{flag} {path}: the file is empty or holds only whitespace (no examples). "
+                             f"Expected a UTF-8 {describe_format(extension)}.")
         if builder == "json":  # pyarrow's JSON reader takes other encodings' bytes, which fail only when first read
             problem = find_invalid_utf8(path)
             if problem is not None:

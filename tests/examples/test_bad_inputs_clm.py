@@ -61,7 +61,7 @@ def test_empty_text_file(tokenizer_dir, good, finished_run, tmp_path, capsys):
 def test_text_file_of_blank_lines(tokenizer_dir, good, finished_run, tmp_path, capsys):
     blank = write(tmp_path, "blank.txt", "\n\n   \n\n")
     assert_rejected(run_clm.main, base(tokenizer_dir, blank, good["validation"], finished_run),
-                    r"blank\.txt \(train\): the text is shorter than one block of --block_size 16 tokens",
+                    r"--train_file \S*blank\.txt: the file is empty or holds only whitespace \(no examples\)",
                     finished_run, capsys)
 
 

@@ -54,10 +54,10 @@ def test_empty_text_file(model_dir, good, finished_run, tmp_path, capsys):
                     r"--train_file .*empty\.txt: the file is empty", finished_run, capsys)
 
 
-def test_text_file_of_blank_lines_has_no_token(model_dir, good, finished_run, tmp_path, capsys):
+def test_text_file_of_blank_lines_is_refused_as_empty(model_dir, good, finished_run, tmp_path, capsys):
     blank = write(tmp_path, "blank.txt", "\n\n   \n\n")
     assert_rejected(run_mlm.main, base(model_dir, blank, good["validation"], finished_run),
-                    r"blank\.txt \(train\): the text holds no token", finished_run, capsys)
+                    r"--train_file \S*blank\.txt: the file is empty or holds only whitespace", finished_run, capsys)
 
 
 def test_line_by_line_text_of_dropped_characters_has_no_token(model_dir, good, finished_run, tmp_path, capsys):

@@ -81,7 +81,7 @@ def test_translation_lengths_above_the_model_positions_are_capped(tmp_path, data
             "--val_max_target_length", "100", "--output_dir", tmp_path / "out", *TRAIN])
     for flag, value in (("--max_source_length", 100), ("--max_target_length", 80), ("--val_max_target_length", 100)):
         assert f"{flag} {value} is longer than the model's maximum length (64); using 64." in caplog.text
-    assert results["train_steps"] == 2 and results["eval_samples"] == 8 and 0 < results["eval_gen_len"] <= 64
+    assert results["train_steps"] == 2 and 0 < results["eval_gen_len"] <= 64
 
 
 def test_qa_max_seq_length_above_the_model_maximum_is_capped(tmp_path, qa_data, tiny_qa_bert, caplog):  # noqa: F811

@@ -111,7 +111,8 @@ def test_empty_file_is_named(tmp_path, name, text):
     # An empty .jsonl gave "could not be read as JSONL (StopIteration: )" (break test).
     path = tmp_path / name
     path.write_text(text)
-    with pytest.raises(ValueError, match=rf"^--train_file {path}: the file is empty \(no examples\)\. Expected a "):
+    with pytest.raises(ValueError,
+                       match=rf"^--train_file {path}: the file is empty or holds only whitespace \(no examples\)\. "):
         load_data_files({"train": path})
 
 

@@ -146,9 +146,25 @@ def refuse_ignore_value(labels, where, column, what="label", unit="row"):
         )
 
 
+# pandas' default missing-value texts (its `STR_NA_VALUES`). common.data reads them as text (a sentence or choice
+# "None" is text), so in a label column of numbers they are told apart here: there they still mean a missing label.
+MISSING_VALUE_TEXTS = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+                                 "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def empty_label_rows(labels):
     """The rows whose label is empty: None (an empty CSV cell, a JSON null), NaN (an empty cell of a column of
-    numbers, as pandas reads it) or a blank string.
+    numbers, as pandas reads it) or a blank string; and, in a column whose other labels are all numbers written as
+    text, a missing-value text such as "NA" or "null" (`MISSING_VALUE_TEXTS`: a column of numbers with R's "NA" in
+    it is read as text). Among class names (e.g. "positive", "None"), "None" or "NA" is a class name.
 
     Args:
         labels: the label column, one value per row (a list, or a `datasets` column).
@@ -156,11 +172,20 @@ def empty_label_rows(labels):
     Returns:
         list of 0-based row indices (data rows: a CSV header is not counted), empty when every row has a label.
     """
-    return [
+    labels = list(labels)
+    empty = [
         i for i, label in enumerate(labels)
         if label is None or (isinstance(label, float) and math.isnan(label))
         or (isinstance(label, str) and not label.strip())
     ]
+    markers = [i for i, label in enumerate(labels) if isinstance(label, str) and label.strip()
+               and label.strip() in MISSING_VALUE_TEXTS]
+    if markers:
+        others = [label for label in labels if isinstance(label, str) and label.strip()
+                  and label.strip() not in MISSING_VALUE_TEXTS]
+        if others and all(_is_number(label) for label in others):
+            empty = sorted(set(empty) | set(markers))
+    return empty
 
 
 def resolve_class_labels(label_column, train_dataset, eval_dataset, sources):
@@ -203,8 +228,7 @@ def resolve_class_labels(label_column, train_dataset, eval_dataset, sources):
             continue
         labels = dataset[label_column]
         # NaN: the empty cell of a CSV column of numbers.
-        empty = [i for i, label in enumerate(labels) if label is None or (isinstance(label, str) and not label)
-                 or (isinstance(label, float) and math.isnan(label))]
+        empty = empty_label_rows(labels)
         if empty:
             raise ValueError(f"{sources.get(split, split)}, row {empty[0]}: empty label in column "
                              f"'{label_column}' ({len(empty)} such rows).")

@@ -82,3 +82,15 @@ def test_the_loss_ignore_value_is_not_a_class_in_glue_image_and_audio_labels(tmp
     raw = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"sentence": ["a", "b", "c"],
                                                                      "label": [0, 1, -1]})})
     run_glue.check_label_values(raw, "label", {"train": "t.csv"})  # -1 is a class like any other (e.g. negative)
+
+
+def test_missing_value_texts_are_empty_labels_among_numbers_only():
+    # common.data keeps "NA", "None", "null" as text (a sentence "None" is text); in a CSV label column of numbers,
+    # such as R writes with "NA" for a missing value, they still mark a missing label and must not become a class.
+    from common.tasks.labels import empty_label_rows
+
+    assert empty_label_rows(["0", "1", "NA", "1", "null", " "]) == [2, 4, 5]
+    assert empty_label_rows(["0.5", "None", "2.25"]) == [1]
+    assert empty_label_rows(["positive", "None", "negative"]) == []  # a class named "None"
+    assert empty_label_rows(["NA", "NA"]) == []  # nothing to tell it from: a class name
+    assert empty_label_rows([0, 1, None, float("nan"), ""]) == [2, 3, 4]

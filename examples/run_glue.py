@@ -163,12 +163,15 @@ def resolve_columns(args, raw_datasets):
         if not strings:
             raise ValueError(
                 f"--{split}_file {files[split]}: no text column found (tried {TEXT_COLUMN_CANDIDATES} and any "
-                f"string column); pass --text_column_names. Columns present: {columns}."
+                f"column of text; a CSV column whose every cell is a number is read as numbers); pass "
+                f"--text_column_names. Columns present: {columns}."
             )
         text_columns = tuple(strings[:2])
     for name, dataset in raw_datasets.items():
         needed = text_columns + ((label_column,) if name != "test" else ())
         require_columns(dataset, needed, name, files.get(name))
+        check_text_cells(dataset, text_columns, f"--{name}_file {files[name]}" if files.get(name) else
+                         f"the {name} split")
 
     features = raw_datasets[split].features
     if hasattr(features[label_column], "names"):  # a datasets ClassLabel (Hub data)
@@ -186,6 +189,26 @@ def resolve_columns(args, raw_datasets):
                 f"occur in --train_file (labels there: {label_list})."
             )
     return text_columns, label_column, False, label_list
+
+
+def check_text_cells(dataset, text_columns, where):
+    """Refuses text columns that hold no text, before tokenising (the tokenizer failed on them with a TypeError).
+
+    Raises:
+        ValueError: "{where}: column 'sentence1' holds int64 values, not text ..." (a CSV column whose every cell is
+            a number or true/false is read as numbers), or "{where}, row N: empty text in column 'sentence1' (K such
+            rows)" for an empty CSV cell or a JSON null (rows counted from 0, the header excluded).
+    """
+    for column in text_columns:
+        dtype = getattr(dataset.features[column], "dtype", None)
+        if dtype not in ("string", "large_string"):
+            raise ValueError(f"{where}: column '{column}' holds {dtype} values, not text (a CSV column whose every "
+                             "cell is a number or true/false is read as numbers); use a JSON Lines file with the "
+                             "texts as strings, or name the text columns with --text_column_names.")
+        empty = [i for i, text in enumerate(dataset[column]) if text is None]
+        if empty:
+            raise ValueError(f"{where}, row {empty[0]}: empty text in column '{column}' ({len(empty)} such rows). "
+                             "Fill in or remove those rows.")
 
 
 def check_label_values(raw_datasets, label_column, files):

@@ -121,6 +121,11 @@ FILE_CASES = {
     "ragged_csv": ("ragged.csv", b"sentence1,label\na,1\nb,0,extra,cols\n",
                    r"--train_file .*ragged\.csv: could not be read as CSV"),
     "binary_garbage_json": ("garbage.json", bytes(range(256)) * 4, r"--train_file .*garbage\.json: could not be read"),
+    # Both crashed in the tokenizer with a TypeError / ValueError traceback (break test, 2026-12-07).
+    "empty_text_cell": ("blank_text.csv", b"sentence1,sentence2,label\ngood,a b,1\n,a b,0\n",
+                        r"--train_file .*blank_text\.csv, row 1: empty text in column 'sentence1' \(1 such rows\)"),
+    "numbers_as_text": ("numbers.csv", b"sentence1,sentence2,label\n4,a b,1\n8,a b,0\n",
+                        r"--train_file .*numbers\.csv: column 'sentence1' holds int64 values, not text"),
 }
 
 

@@ -170,8 +170,7 @@ def resolve_columns(args, raw_datasets):
     for name, dataset in raw_datasets.items():
         needed = text_columns + ((label_column,) if name != "test" else ())
         require_columns(dataset, needed, name, files.get(name))
-        check_text_cells(dataset, text_columns, f"--{name}_file {files[name]}" if files.get(name) else
-                         f"the {name} split")
+        check_text_cells(dataset, text_columns, split_source(files, name))
 
     features = raw_datasets[split].features
     if hasattr(features[label_column], "names"):  # a datasets ClassLabel (Hub data)
@@ -189,6 +188,11 @@ def resolve_columns(args, raw_datasets):
                 f"occur in --train_file (labels there: {label_list})."
             )
     return text_columns, label_column, False, label_list
+
+
+def split_source(files, split):
+    """How the messages name a split: "--train_file data/train.csv", or "the train split" for Hub data."""
+    return f"--{split}_file {files[split]}" if files.get(split) else f"the {split} split"
 
 
 def check_text_cells(dataset, text_columns, where):
@@ -228,7 +232,7 @@ def check_label_values(raw_datasets, label_column, files):
     for split in ("train", "validation"):
         if split not in raw_datasets:
             continue
-        where = f"--{split}_file {files[split]}" if files.get(split) else f"the {split} split"
+        where = split_source(files, split)
         labels = raw_datasets[split][label_column]
         empty = task_labels.empty_label_rows(labels)
         if empty:

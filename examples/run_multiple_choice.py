@@ -236,9 +236,13 @@ def row_choices(rows, choice_columns, where):
             raise ValueError(f"{where}, row {i}: {num_choices - len(empty)} choices ({named} empty); every row "
                              f"must have {num_choices} choices, one per --choice_columns column ({len(short)} rows "
                              "differ).")
-    not_text = [(i, c) for i, row in enumerate(choices) for c in row if not isinstance(c, str)]
+    not_text = [(i, j, c) for i, row in enumerate(choices) for j, c in enumerate(row) if not isinstance(c, str)]
     if not_text:
-        raise ValueError(f"{where}, row {not_text[0][0]}: choice {not_text[0][1]!r} is not text.")
+        i, j, value = not_text[0]
+        place = f"column '{choice_columns[j]}'" if len(choice_columns) > 1 else f"choice {j} of column '{column}'"
+        raise ValueError(f"{where}, row {i}: {place} holds {value!r} ({type(value).__name__}), not text; every choice "
+                         "must be a text (a CSV column whose every cell is a number is read as numbers: write such "
+                         "data as JSON Lines with the choices as strings).")
     return choices, num_choices
 
 

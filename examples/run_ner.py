@@ -46,7 +46,7 @@ from common.args import (
 )
 from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
-from common.data import SPLIT_FLAGS, load_data_files, require_columns
+from common.data import SPLIT_FLAGS, load_data_files, refuse_mixed_types, require_columns
 from common.dataloaders import build_eval_dataloader, build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -270,6 +270,9 @@ def normalize_tags(args, raw_datasets, text_column, label_column, config=None):
                         f"({names}); check --label_names."
                     )
             converted.append(strings)
+        # tags "B-PER" in one example, ids 1, 0 in another: both pass the checks above, and would become classes
+        refuse_mixed_types(dataset, [label_column], where,
+                           None if args.dataset_name else getattr(args, f"{name}_file", None))
         normalized[name] = (dataset, converted)
 
     train_labels = {tag for tags in normalized[split][1] for tag in tags}

@@ -49,7 +49,7 @@ from common.args import (
 )
 from common.attention import set_attn_implementation
 from common.batch_size import train_with_batch_size_search
-from common.data import load_data_files, require_columns
+from common.data import convert_hint, decode_utf8_line, load_data_files, require_columns
 from common.dataloaders import build_train_dataloader
 from common.errors import run_script
 from common.fast_dropout import enable_fast_dropout
@@ -289,19 +289,22 @@ def validate_args(args):
 
 
 def read_lines(path, flag):
-    """Lines of a UTF-8 text file (gzip-compressed when the name ends in .gz), without line endings.
+    """Lines of a UTF-8 text file (gzip-compressed when the name ends in .gz), without line endings; a leading
+    byte-order mark is not part of line 1.
 
     Raises:
-        ValueError: naming the flag, file and line when a line is not valid UTF-8 or the gzip data is corrupt.
+        ValueError: naming the flag, file and line when a line is not valid UTF-8 or holds a NUL byte, when the
+            file is UTF-16 or UTF-32 (a byte-order mark) or the gzip data is corrupt.
     """
     opener = gzip.open if str(path).endswith(".gz") else open
     lines = []
     try:
         with opener(path, "rb") as f:
             for raw_line in f:  # bytes, so that a decoding error can name its line
-                lines.append(raw_line.decode("utf-8").rstrip("\r\n"))
-    except UnicodeDecodeError as error:
-        raise ValueError(f"--{flag} {path}: line {len(lines) + 1} is not UTF-8 text ({error}).") from None
+                lines.append(decode_utf8_line(raw_line, len(lines) + 1).rstrip("\r\n"))
+    except ValueError as error:
+        raise ValueError(f"--{flag} {path}: {error}; expected UTF-8 text, one sentence per line. Convert it, e.g. "
+                         f"{convert_hint(str(error))}.") from None
     except (OSError, EOFError) as error:
         raise ValueError(f"--{flag} {path}: could not be read ({type(error).__name__}: {error}).") from None
     return lines

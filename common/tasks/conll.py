@@ -14,6 +14,8 @@ from pathlib import Path
 
 import datasets
 
+from ..data import convert_hint, decode_utf8_line
+
 # Extensions read as JSON / JSON Lines; a file with any other name is CoNLL columns (`detect_format`).
 JSON_EXTENSIONS = ("json", "jsonl")
 # The usual extensions of CoNLL files (others work too: eng.train, train.iob).
@@ -84,12 +86,10 @@ def read_conll(path, tag_column, text_column="tokens", label_column="ner_tags", 
     with open(path, "rb") as f:  # bytes, so that a decoding error can name its line
         for line_number, raw_line in enumerate(f, start=1):
             try:
-                line = raw_line.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(
-                    f"{flag} {path}: line {line_number} is not UTF-8 text ({error.reason} at byte {error.start} of "
-                    "the line); expected a UTF-8 CoNLL file. Convert it, e.g. `iconv -f latin1 -t utf-8`."
-                ) from None
+                line = decode_utf8_line(raw_line, line_number)
+            except ValueError as error:
+                raise ValueError(f"{flag} {path}: {error}; expected a UTF-8 CoNLL file. Convert it, e.g. "
+                                 f"{convert_hint(str(error))}.") from None
             columns = line.split()
             if not columns or columns[0] == "-DOCSTART-":
                 if tokens:

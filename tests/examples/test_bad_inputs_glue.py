@@ -126,6 +126,17 @@ FILE_CASES = {
                         r"--train_file .*blank_text\.csv, row 1: empty text in column 'sentence1' \(1 such rows\)"),
     "numbers_as_text": ("numbers.csv", b"sentence1,sentence2,label\n4,a b,1\n8,a b,0\n",
                         r"--train_file .*numbers\.csv: column 'sentence1' holds int64 values, not text"),
+    # Break test / new-user trial of 2026-12-07: a crash (AttributeError on the Json feature), a run that trained
+    # with every column shifted by one (exit 0), and a message that did not name the flag to use.
+    "mixed_json_label_types": ("mixed.jsonl",
+                               b'{"sentence1": "good", "label": 1}\n{"sentence1": "bad", "label": "0"}\n',
+                               r"--train_file .*mixed\.jsonl: column 'label' holds values of more than one type "
+                               r"\(line 2 holds '0' \(str\) where line 1 holds 1 \(int\)\)"),
+    "row_longer_than_header": ("shifted.csv", b"sentence1,label\ngood film,a b,1\nbad film,a b,0\n",
+                               r"--train_file .*shifted\.csv: line 2 has 3 cells, the header 2"),
+    "no_label_column": ("reviews.csv", b"review,sentiment\ngood film,pos\nbad film,neg\n",
+                        r"--train_file .*reviews\.csv: no label column found \(tried \['label', 'Quality'\]\); name "
+                        r"it with --label_column_name\. Columns present: \['review', 'sentiment'\]"),
 }
 
 

@@ -62,6 +62,17 @@ def test_tags_length_differs_from_tokens_jsonl(tiny_model, files, finished_run, 
                     r"column 'ner_tags'; expected one tag per word", finished_run, capsys)
 
 
+def test_tags_mixing_names_and_ids(tiny_model, files, finished_run, tmp_path, capsys):
+    # Break test of 2026-12-07: trained with exit 0 on 6 classes '0', '1', '2', 'B-LOC', 'B-PER', 'O'.
+    bad = write(tmp_path, "mixed.jsonl", jsonl([
+        {"tokens": ["John", "lives"], "ner_tags": ["B-PER", "O"]},
+        {"tokens": ["Anna", "went"], "ner_tags": [1, 0]},
+    ]))
+    assert_rejected(run_ner.main, base(tiny_model, bad, files["validation.jsonl"], finished_run),
+                    r"--train_file .*mixed\.jsonl: column 'ner_tags' holds values of more than one type \(line 2 "
+                    r"holds \[1, 0\] \(int\) where line 1 holds \['B-PER', 'O'\] \(str\)\)", finished_run, capsys)
+
+
 @pytest.mark.parametrize("row, expected", [
     ({"tokens": "John lives", "ner_tags": ["B-PER", "O"]}, r"column 'tokens' holds a str \('John lives'\); expected a "
                                                            r"list of words"),
@@ -154,7 +165,7 @@ def test_conll_file_with_only_docstart_lines(tiny_model, files, finished_run, tm
 def test_non_utf8_conll_file(tiny_model, files, finished_run, tmp_path, capsys):
     bad = write(tmp_path, "latin1.txt", "Jos\xe9 NNP B-NP B-PER\nsaid VBD B-VP O\n".encode("latin-1"))
     assert_rejected(run_ner.main, base(tiny_model, bad, files["validation.txt"], finished_run),
-                    r"--train_file .*latin1\.txt: line 1 is not UTF-8 text", finished_run, capsys)
+                    r"--train_file .*latin1\.txt: line 1: byte 0xe9 is not UTF-8", finished_run, capsys)
 
 
 def test_checkpoint_labels_lack_the_data_tags(tiny_model, files, finished_run, tmp_path, capsys):

@@ -116,7 +116,7 @@ def test_non_utf8_source_text(tiny_t5, good, finished_run, tmp_path, capsys):
     target = write_text(tmp_path / "three.de", ["x", "y", "z"])
     argv = base(tiny_t5, finished_run, "--train_source_file", bad, "--train_target_file", target,
                 "--validation_file", good["validation"])
-    assert_rejected(run_translation.main, argv, r"--train_source_file .*latin1\.en: line 2 is not UTF-8 text",
+    assert_rejected(run_translation.main, argv, r"--train_source_file .*latin1\.en: line 2: byte 0xe9 is not UTF-8",
                     finished_run, capsys)
 
 

@@ -55,6 +55,11 @@ def test_seed_range_ends_are_accepted(tmp_path):
     (["--num_train", "2"], "unrecognized arguments: --num_train"),
     # argparse's prefix matching took --lr for --lr_scheduler_type (new-user trial of 2026-12-07)
     (["--lr", "1e-4"], "unrecognized arguments: --lr 1e-4"),
+    # the closest flags are named (new-user trial of 2026-12-07: a recipe key got "did you mean", a flag did not)
+    (["--learning-rate", "1e-4"], "unrecognized arguments: --learning-rate 1e-4; --learning-rate: did you mean "
+                                  "--learning_rate?"),
+    (["--num_train_epoch=2"], "unrecognized arguments: --num_train_epoch=2; --num_train_epoch=2: did you mean "
+                              "--num_train_epochs?"),
 ])
 def test_an_abbreviated_or_misspelt_flag_is_an_error_not_another_flag(argv, error, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -112,7 +117,8 @@ def test_validate_rejects_missing_and_empty_files(tmp_path):
 def test_validate_rejects_mixed_formats(tmp_path):
     train = write(tmp_path / "train.csv", "a,label\nx,1\n")
     val = write(tmp_path / "val.json", '{"a": "x", "label": 1}\n')
-    with pytest.raises(ValueError, match="same format"):
+    with pytest.raises(ValueError, match=r"same format, told by the extension: '\.csv' and '\.json'\. Give both "
+                                         r"files the same extension"):
         validate_common_args(parse(["--train_file", str(train), "--validation_file", str(val)], tmp_path))
 
 

@@ -228,3 +228,61 @@ def test_csv_texts_that_pandas_calls_missing_stay_text(tmp_path, extension, sepa
     dataset = load_data_files({"train": path})["train"]
     assert dataset["text"] == ["None", "NA", "null", "nan", "N/A", None]
     assert dataset["label"] == [1, 0, 1, 0, 1, 0]
+
+
+def test_csv_row_with_more_cells_than_the_header(tmp_path):
+    # pandas made the first cells an index column and shifted every column by one; the run trained on the wrong
+    # text with exit 0 (break test).
+    path = tmp_path / "train.csv"
+    path.write_text('sentence1,label\n\n"a, quoted\nmulti-line cell",a b,1\ngood fine film,a b,1\n')
+    with pytest.raises(ValueError, match=rf"^--train_file {path}: line 3 has 3 cells, the header 2 \(\['sentence1', "
+                                         r"'label'\]\); every row must have as many cells as the header"):
+        load_data_files({"train": path})
+
+
+def test_csv_header_naming_a_column_twice(tmp_path):
+    # pandas renamed the second 'sentence1' to 'sentence1.1' without a word (break test).
+    path = tmp_path / "train.tsv"
+    path.write_text("sentence1\tsentence1\tlabel\na\tb\t1\n")
+    with pytest.raises(ValueError, match=r"the header names column\(s\) \['sentence1'\] more than once"):
+        load_data_files({"train": path})
+
+
+def test_text_file_byte_order_mark_is_not_text(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_bytes("first line\nsecond\n".encode("utf-8-sig"))
+    assert load_data_files({"train": path})["train"]["text"] == ["first line", "second"]
+
+
+def test_column_of_mixed_json_types_is_refused_naming_the_line(tmp_path):
+    # datasets >= 5 reads a column of mixed JSON types as `Json` and decodes the text "1" as the number 1; run_glue
+    # crashed on it with an AttributeError, run_ner trained on tags '0', '1', 'B-PER' as classes (break test).
+    from common.data import refuse_mixed_types
+
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "good", "label": 1}\n{"text": "bad", "label": "1"}\n{"text": 7, "label": 0}\n')
+    dataset = load_data_files({"train": path})["train"]
+    with pytest.raises(ValueError, match=rf"^--train_file {path}: column 'label' holds values of more than one type "
+                                         r"\(line 2 holds '1' \(str\) where line 1 holds 1 \(int\)\); expected one "
+                                         r"type in every row"):
+        refuse_mixed_types(dataset, ["label"], f"--train_file {path}", path)
+    with pytest.raises(ValueError, match=r"column 'text' holds values of more than one type \(row 2 holds 7 \(int\) "
+                                         r"where row 0 holds 'good' \(str\)\)"):
+        refuse_mixed_types(dataset, ["text"], "the train split")  # no file: the loaded rows are named
+    path.write_text('{"tokens": ["a"], "tags": ["B-PER"]}\n{"tokens": ["b", "c"], "tags": [1, 0]}\n')
+    with pytest.raises(ValueError, match=r"column 'tags' holds values of more than one type \(line 2 holds \[1, 0\] "
+                                         r"\(int\) where line 1 holds \['B-PER'\] \(str\)\)"):
+        refuse_mixed_types(load_data_files({"train": path})["train"], ["tokens", "tags"], "x", path)
+    # A column of records with different keys is a `Json` column too, but of one type: not refused.
+    path.write_text('{"translation": {"en": "a", "de": "b"}}\n{"translation": {"en": "c"}}\n')
+    refuse_mixed_types(load_data_files({"train": path})["train"], ["translation"], "x", path)
+
+
+def test_missing_columns_hint_at_another_separator(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text("sentence1;label\ngood;1\n")
+    from common.data import require_columns
+
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['sentence1', 'label'\]; the columns present are "
+                                         r"\['sentence1;label'\]\. The file seems to separate its cells with ';'"):
+        require_columns(load_data_files({"train": path})["train"], ["sentence1", "label"], "train", path)

@@ -75,7 +75,8 @@ def test_one_string_column_or_a_single_choice_is_refused():
     with pytest.raises(ValueError, match=r"row 0: 1 choice\(s\) in column 'choices'; multiple choice needs at "
                                          r"least 2 choices per row"):
         mc.row_choices({"choices": [["a"], ["b"]]}, ["choices"], "--train_file t.jsonl")
-    with pytest.raises(ValueError, match=r"row 1: choice 7 is not text"):
+    with pytest.raises(ValueError, match=r"row 1: column 'ending1' holds 7 \(int\), not text; every choice must be "
+                                         r"a text"):
         mc.row_choices({"ending0": ["a", "b"], "ending1": ["c", 7]}, ["ending0", "ending1"], "x")
 
 

@@ -67,6 +67,28 @@ def test_read_conll_errors_name_file_and_line(tmp_path):
     assert "ner_tags" not in unlabelled.column_names
 
 
+def test_read_conll_encodings(tmp_path):
+    # Break test: a UTF-8 byte-order mark became part of the first token ('\ufeffJohn'), a NUL byte part of a token,
+    # and UTF-16 was reported as Latin-1 (with a BOM) or as a ragged line (without one).
+    text = "John B-PER\nlives O\n\nMary B-PER\n"
+    with_bom = tmp_path / "bom.txt"
+    with_bom.write_bytes(text.encode("utf-8-sig"))
+    assert run_ner.read_conll(with_bom, -1)["tokens"] == [["John", "lives"], ["Mary"]]
+    nul = tmp_path / "nul.txt"
+    nul.write_bytes(b"John B-PER\nPa\x00ris B-LOC\n")
+    with pytest.raises(ValueError, match=r"^--train_file .*nul\.txt: line 2: a NUL byte \(0x00\), which text never "
+                                         r"holds .*expected a UTF-8 CoNLL file"):
+        run_ner.read_conll(nul, -1)
+    utf16 = tmp_path / "utf16.txt"
+    utf16.write_bytes(text.encode("utf-16"))
+    with pytest.raises(ValueError, match=r"line 1: the file starts with a UTF-16 byte-order mark: it is UTF-16 text, "
+                                         r"not UTF-8; .* `iconv -f utf-16 -t utf-8`"):
+        run_ner.read_conll(utf16, -1)
+    utf16.write_bytes(text.encode("utf-16-le"))
+    with pytest.raises(ValueError, match=r"line 1: a NUL byte"):
+        run_ner.read_conll(utf16, -1)
+
+
 def test_detect_format(tmp_path):
     assert run_ner.detect_format(write(tmp_path / "a.conll", CONLL), "--train_file") == "conll"
     assert run_ner.detect_format(write(tmp_path / "eng.train", CONLL), "--train_file") == "conll"

@@ -133,8 +133,17 @@ def test_read_lines_plain_gzip_and_crlf(tmp_path):
 def test_read_lines_names_the_bad_line(tmp_path):
     path = tmp_path / "bad.de"
     path.write_bytes(b"ok\nalso ok\n\xff\xfe broken\n")
-    with pytest.raises(ValueError, match=r"--train_target_file .*bad.de: line 3 is not UTF-8"):
+    with pytest.raises(ValueError, match=r"--train_target_file .*bad.de: line 3: byte 0xff is not UTF-8; expected "
+                                         r"UTF-8 text, one sentence per line\. Convert it, e\.g\. `iconv -f latin1"):
         run_translation.read_lines(path, "train_target_file")
+    path.write_bytes("Ein Mann\nzwei\n".encode("utf-8-sig"))  # the byte-order mark is not part of line 1
+    assert run_translation.read_lines(path, "f") == ["Ein Mann", "zwei"]
+    path.write_bytes("Ein Mann\nzwei\n".encode("utf-16"))
+    with pytest.raises(ValueError, match=r"line 1: the file starts with a UTF-16 byte-order mark"):
+        run_translation.read_lines(path, "f")
+    path.write_bytes(b"ok\nnul \x00 here\n")
+    with pytest.raises(ValueError, match=r"line 2: a NUL byte"):
+        run_translation.read_lines(path, "f")
 
 
 def test_parallel_text_must_be_line_aligned(tmp_path):

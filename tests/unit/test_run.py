@@ -409,15 +409,20 @@ def script_parsers():
     def capture(self, *args, **kwargs):
         raise Captured(self)
 
-    parsers, original = {}, argparse.ArgumentParser.parse_args
-    argparse.ArgumentParser.parse_args = capture
+    from common.args import ConfigFileArgumentParser
+
+    parsers = {}
+    originals = [(cls, cls.parse_args) for cls in (argparse.ArgumentParser, ConfigFileArgumentParser)]
+    for cls, _ in originals:
+        cls.parse_args = capture
     try:
         for path in sorted(examples.glob("run_*.py")):
             with pytest.raises(Captured) as captured:
                 importlib.import_module(path.stem).parse_args([])
             parsers[path.stem] = captured.value.args[0]
     finally:
-        argparse.ArgumentParser.parse_args = original
+        for cls, original in originals:
+            cls.parse_args = original
     return parsers
 
 

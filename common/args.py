@@ -816,7 +816,12 @@ def validate_common_args(args):
             allowed = ", ".join(f".{ext}" for ext in extensions)
             raise ValueError(f"--{flag} {path}: unsupported extension '.{extension}'; expected one of {allowed}.")
         if not os.path.isfile(path):
-            raise ValueError(f"--{flag} {path}: file not found.")
+            hint = ""
+            if "shared/data" in Path(path).as_posix():  # a recipe's real-data path (README "Real data")
+                hint = (" The recipes read the benchmark files from ../shared/data beside this repository: make that "
+                        "path lead to your copy (`ln -s /path/to/data ../shared/data`), or give the file on the "
+                        "command line, which overrides the recipe.")
+            raise ValueError(f"--{flag} {path}: file not found.{hint}")
         if os.path.getsize(path) == 0:
             raise ValueError(f"--{flag} {path}: the file is empty.")
     if args.train_file and args.validation_file and not streaming:

@@ -188,3 +188,13 @@ def test_model_flags_name_what_is_missing_or_clashes(argv, kwargs, message, caps
 def test_model_flags_accept_one_source(argv, kwargs):
     parser = model_flags_parser()
     check_model_flags(parser, parser.parse_args(argv), **kwargs)
+
+
+def test_a_missing_recipe_data_path_says_how_to_provide_it(tmp_path):
+    # New-user trial of 2026-12-07: a recipe run outside the project's layout said only "file not found".
+    missing = tmp_path / "shared" / "data" / "glue" / "mrpc" / "train.tsv"  # a recipe's path, where nothing is
+    with pytest.raises(ValueError, match=r"--train_file \S*/shared/data/glue/mrpc/train\.tsv: file not found\. The "
+                                         r"recipes read the benchmark files from \.\./shared/data .*ln -s"):
+        validate_common_args(parse(["--train_file", str(missing)], tmp_path))
+    with pytest.raises(ValueError, match=r"--train_file \S*nope\.csv: file not found\.$"):
+        validate_common_args(parse(["--train_file", str(tmp_path / "nope.csv")], tmp_path))

@@ -118,6 +118,9 @@ def load_data_files(data_files, **builder_kwargs):
             # pyarrow's "in row N" counts rows from 0 within its 10 MB read block, blank lines skipped: the file is
             # read again (only now that loading failed) to find the line.
             problem = locate_json_error(path, extension) if builder == "json" else None
+            if problem is None and extension == "jsonl":  # valid JSON Lines: a column whose type changes?
+                change = jsonl_type_change(path)
+                problem = None if change is None else f"{change}; expected one type per column"
             if problem is None:
                 cause = error.__cause__ or error.__context__ or error
                 problem = f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
@@ -502,6 +505,73 @@ def refuse_mixed_types(dataset, columns, where, path=None):
             )
 
 
+def value_kinds(value):
+    """The type names of a JSON value, or of a list's items: 7 -> {"int"}, ["a", 1] -> {"int", "str"}."""
+    return {type(v).__name__ for v in value} if isinstance(value, list) else {type(value).__name__}
+
+
+def first_type_change(rows, unit="row"):
+    """Where a sequence of values first changes type.
+
+    Args:
+        rows: iterable of (number, value); None values (missing) are skipped.
+        unit: how the numbers are named in the sentence ("row", "line").
+
+    Returns:
+        e.g. "line 3 holds '1' (str) where line 1 holds 1 (int)", "row 0 holds ['a', 1], items of types
+        ['int', 'str']", or None when every value has the types of the first.
+    """
+    def shown(value):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    seen = {}  # type name -> (the first row holding it, its value)
+    for row, value in rows:
+        if value is None:
+            continue  # a missing value is not a type of its own (the scripts name empty cells themselves)
+        for kind in sorted(value_kinds(value)):
+            seen.setdefault(kind, (row, value))
+        if len(seen) > 1:
+            first, first_value = min(seen.values(), key=lambda item: item[0])
+            if row == first:  # one list mixes item types
+                return f"{unit} {row} holds {shown(value)}, items of types {sorted(seen)}"
+            first_kinds = sorted(k for k, (r, _) in seen.items() if r == first)
+            kinds = ", ".join(sorted(value_kinds(value)))
+            return (f"{unit} {row} holds {shown(value)} ({kinds}) where {unit} {first} holds {shown(first_value)} "
+                    f"({', '.join(first_kinds)})")
+    return None
+
+
+def jsonl_records(path):
+    """(line, record) for each non-blank line of a JSON Lines file (1-based lines; records as `json.loads` reads
+    them). Used only on error paths, to name lines."""
+    import json
+
+    with open(path, encoding="utf-8-sig") as f:
+        for line_number, line in enumerate(f, start=1):
+            if line.strip():
+                yield line_number, json.loads(line)
+
+
+def jsonl_type_change(path):
+    """The first column of a JSON Lines file whose value changes type from one line to another, e.g. "column
+    'label': line 3 holds '1' (str) where line 1 holds 1 (int)"; None when there is none or the file does not
+    read as JSON Lines of objects. pyarrow refuses such a file with "changed from number to string in row 1",
+    counting rows from 0 within a read block; this names the file's lines instead."""
+    try:
+        records = list(jsonl_records(path))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not all(isinstance(record, dict) for _, record in records):
+        return None
+    columns = list(dict.fromkeys(key for _, record in records for key in record))
+    for column in columns:
+        change = first_type_change(((line, record.get(column)) for line, record in records), "line")
+        if change is not None:
+            return f"column '{column}': {change}"
+    return None
+
+
 def mixed_type_example(dataset, column, path=None):
     """Where `column` first mixes value types: the first row whose value's type (or, for lists, an item's type)
     differs from an earlier row's, e.g. "row 2 holds 7 (int) where row 0 holds 'good' (str)".
@@ -510,37 +580,9 @@ def mixed_type_example(dataset, column, path=None):
     line 1 holds 1 (int)"): datasets decodes a text that is valid JSON, such as "1", to that value, so the loaded
     column may no longer show the difference. Returns None when no row is found (one type in every row).
     """
-    import json
-
-    def kinds(value):
-        return {type(v).__name__ for v in value} if isinstance(value, list) else {type(value).__name__}
-
-    def shown(value):
-        text = repr(value)
-        return text if len(text) <= 60 else text[:57] + "..."
-
-    rows, unit = enumerate(dataset[column]), "row"
     if path is not None and str(path).lower().endswith(".jsonl"):
-        def raw_rows():
-            with open(path, encoding="utf-8") as f:
-                for line_number, line in enumerate(f, start=1):
-                    if line.strip():
-                        yield line_number, json.loads(line).get(column)
-        rows, unit = raw_rows(), "line"
-    seen = {}  # type name -> (the first row holding it, its value)
-    for row, value in rows:
-        if value is None:
-            continue  # a missing value is not a type of its own (the scripts name empty cells themselves)
-        for kind in sorted(kinds(value)):
-            seen.setdefault(kind, (row, value))
-        if len(seen) > 1:
-            first, first_value = min(seen.values(), key=lambda item: item[0])
-            if row == first:  # one list mixes item types
-                return f"{unit} {row} holds {shown(value)}, items of types {sorted(seen)}"
-            first_kinds = sorted(k for k, (r, _) in seen.items() if r == first)
-            return (f"{unit} {row} holds {shown(value)} ({', '.join(sorted(kinds(value)))}) where {unit} {first} "
-                    f"holds {shown(first_value)} ({', '.join(first_kinds)})")
-    return None
+        return first_type_change(((line, record.get(column)) for line, record in jsonl_records(path)), "line")
+    return first_type_change(enumerate(dataset[column]))
 
 
 def split_and_truncate(args, raw_datasets, sources, default_seed=42):

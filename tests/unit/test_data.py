@@ -286,3 +286,14 @@ def test_missing_columns_hint_at_another_separator(tmp_path):
     with pytest.raises(ValueError, match=r"missing column\(s\) \['sentence1', 'label'\]; the columns present are "
                                          r"\['sentence1;label'\]\. The file seems to separate its cells with ';'"):
         require_columns(load_data_files({"train": path})["train"], ["sentence1", "label"], "train", path)
+
+
+def test_jsonl_column_changing_type_names_the_lines(tmp_path):
+    # With a blank line, datasets' fallback reader fails too, and the message was pyarrow's "Column(/label) changed
+    # from number to string in row 1": rows counted from 0 within a read block, blank lines skipped.
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "good", "label": 1}\n\n{"text": "bad", "label": "1"}\n')
+    with pytest.raises(ValueError, match=rf"^--train_file {path}: could not be read as JSONL \(column 'label': line 3 "
+                                         r"holds '1' \(str\) where line 1 holds 1 \(int\); expected one type per "
+                                         r"column\)\."):
+        load_data_files({"train": path})

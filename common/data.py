@@ -81,9 +81,17 @@ def load_data_files(data_files, **builder_kwargs):
         `datasets.DatasetDict` with one `Dataset` per given split.
 
     Raises:
-        ValueError: naming the flag and file when the extension is not one of `FILE_FORMATS`, the
-            file cannot be parsed (malformed JSON: the 1-based number of the first line that is not valid JSON, see
-            `locate_json_error`; a non-UTF-8 byte, ragged CSV rows), or it holds no rows.
+        ValueError: naming the flag and file (and, where one is to blame, its 1-based line) when
+            - the extension is not one of `FILE_FORMATS`;
+            - the file is empty or holds only whitespace (a UTF-8 byte-order mark aside);
+            - it is not UTF-8 (`find_invalid_utf8`: a byte that is not UTF-8, a UTF-16/32 byte-order mark, a NUL);
+            - a CSV/TSV header names a column twice (`check_csv_header`), or a row has more cells than the header
+              (`longer_csv_row` when pandas took the extra cells as an index and shifted every column; pandas' own
+              "Expected 2 fields in line 4, saw 3" otherwise; a row with fewer cells has empty cells, which the
+              scripts name);
+            - JSON is malformed (`locate_json_error`) or a JSON Lines column changes type between lines and the
+              builder cannot load it (`jsonl_type_change`);
+            - the file holds no rows.
     """
     splits = {}
     for split, path in data_files.items():

@@ -253,6 +253,7 @@ def other_byte_order_mark(start):
 
 
 def nul_byte_problem(line):
+    """The sentence for a NUL byte on 1-based `line` (as `find_invalid_utf8` returns it)."""
     return f"line {line}: a NUL byte (0x00), which text never holds (UTF-16 text or a binary file?)"
 
 

@@ -231,7 +231,7 @@ def find_invalid_utf8(path, chunk_bytes=1 << 20):
                 pending = len(error.object) - len(block)
                 at = max(error.start - pending, 0)
                 line = lines_before + block.count(b"\n", 0, at) + 1
-                return f"line {line}: byte 0x{error.object[error.start]:02x} is not UTF-8"
+                return invalid_byte_problem(line, error.object[error.start])
             if nul >= 0:
                 return nul_byte_problem(lines_before + block.count(b"\n") + 1)
             if not block:
@@ -250,6 +250,11 @@ def other_byte_order_mark(start):
         if start.startswith(mark):
             return f"line 1: the file starts with a {name} byte-order mark: it is {name} text, not UTF-8"
     return None
+
+
+def invalid_byte_problem(line, byte):
+    """The sentence for a `byte` (int) that is not UTF-8 on 1-based `line` (as `find_invalid_utf8` returns it)."""
+    return f"line {line}: byte 0x{byte:02x} is not UTF-8"
 
 
 def nul_byte_problem(line):
@@ -275,7 +280,7 @@ def decode_utf8_line(raw_line, line_number):
     try:
         line = raw_line.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"line {line_number}: byte 0x{raw_line[error.start]:02x} is not UTF-8") from None
+        raise ValueError(invalid_byte_problem(line_number, raw_line[error.start])) from None
     if "\0" in line:
         raise ValueError(nul_byte_problem(line_number))
     return line
@@ -498,8 +503,10 @@ def refuse_mixed_types(dataset, columns, where, path=None):
             1 holds 1 (int)); expected one type in every row ...".
     """
     json_feature = getattr(datasets, "Json", None)  # datasets >= 5: the feature of a column of mixed JSON types
+    if json_feature is None:
+        return
     list_features = tuple(t for t in (getattr(datasets, "List", None), datasets.Sequence) if isinstance(t, type))
-    for column in columns if json_feature is not None else ():
+    for column in columns:
         feature = dataset.features[column]
         while isinstance(feature, list_features):
             feature = feature.feature
